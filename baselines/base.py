@@ -1,0 +1,118 @@
+"""What every baseline shares: the policy interface and the per-node preemption template.
+
+A baseline is a scheduling policy in the simulator's terms: a queue discipline (``queue``), whether it
+ever preempts (``preempts``) and, if it does, how it answers a
+:class:`~schedgym.sim.policy.PreemptionRequest` (``decide``).
+
+Preemptive baselines share one template (:class:`NodeByNodePolicy`): each node is evaluated on its own
+(which victims would make room there, and at what score); the ``k`` best nodes are taken for a job with
+``k`` gang members, and the plan is the union of their victim sets. Nodes that already have room cost
+nothing and are always preferred. Subclasses implement only ``_evaluate_node``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+import numpy as np
+
+from schedgym.sim.job import Job
+from schedgym.sim.policy import DECLINE, PreemptionPlan, PreemptionRequest, QueueDiscipline
+
+EPS = 1e-9
+
+
+class Policy:
+    """Base class of every baseline.
+
+    Class attributes:
+        name: registry name.
+        queue: the queue discipline the policy schedules with.
+        preempts: False for policies that never preempt (the simulator then never asks them).
+    """
+
+    name: ClassVar[str] = "policy"
+    queue: ClassVar[QueueDiscipline] = QueueDiscipline.PRIORITY
+    preempts: ClassVar[bool] = False
+
+    def reset(self, rng: np.random.Generator | None = None) -> None:
+        """Start a new run; randomised policies draw only from ``rng``."""
+        self.rng = rng if rng is not None else np.random.default_rng()
+
+    def decide(self, request: PreemptionRequest) -> PreemptionPlan:
+        """Answer one preemption request."""
+        if not self.preempts:
+            return DECLINE
+        return self._decide(request)
+
+    def _decide(self, request: PreemptionRequest) -> PreemptionPlan:
+        return DECLINE
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+def covers(have: np.ndarray, need: np.ndarray) -> bool:
+    return bool((have >= need - EPS).all())
+
+
+def total_member(victims: Sequence[Job]) -> np.ndarray:
+    out = np.zeros(3)
+    for v in victims:
+        out += v.member
+    return out
+
+
+def prune(victims: list[Job], deficit: np.ndarray) -> list[Job]:
+    """Drop victims, last chosen first, that are not needed to cover ``deficit`` (fewer preemptions)."""
+    kept = list(victims)
+    for v in reversed(victims):
+        rest = [u for u in kept if u is not v]
+        if covers(total_member(rest), deficit):
+            kept = rest
+    return kept
+
+
+class NodeByNodePolicy(Policy):
+    """Template for preemptive baselines: score every node independently, take the best ``k``."""
+
+    preempts = True
+
+    def _decide(self, request: PreemptionRequest) -> PreemptionPlan:
+        need = request.demand
+        k = request.n_nodes_needed
+        options: list[tuple[tuple, int, list[Job]]] = []
+        for n in range(len(request.avail)):
+            deficit = np.maximum(need - request.avail[n], 0.0)
+            if not (deficit > EPS).any():
+                options.append(((float("-inf"),), n, []))
+                continue
+            cands = request.candidates.get(n)
+            if not cands or not covers(total_member(cands), deficit):
+                continue
+            evaluated = self._evaluate_node(request, n, deficit, cands)
+            if evaluated is not None:
+                score, victims = evaluated
+                options.append((score, n, victims))
+        if len(options) < k:
+            return DECLINE
+        options.sort(key=lambda o: (o[0], o[1]))
+        chosen = options[:k]
+        victims: list[int] = []
+        for _, _, vs in chosen:
+            for v in vs:
+                if v.idx not in victims:
+                    victims.append(v.idx)
+        if not victims:
+            return DECLINE  # room exists without preemption; the job will be placed normally
+        return PreemptionPlan(nodes=tuple(n for _, n, _ in chosen), victims=tuple(victims))
+
+    def _evaluate_node(
+        self, request: PreemptionRequest, node: int, deficit: np.ndarray, candidates: list[Job]
+    ) -> tuple[tuple, list[Job]] | None:
+        """Return ``(score, victims)`` for making room on ``node`` (lower score is better), or None.
+
+        ``candidates`` together are known to cover ``deficit``.
+        """
+        raise NotImplementedError

@@ -1,0 +1,33 @@
+"""What Kubernetes' default preemption does among victims of equal priority.
+
+Per node (kube-scheduler's ``selectVictimsOnNode``): remove every candidate, then reprieve them one by one,
+most important first (equal priority, so the earliest-started first), keeping each one that the job can
+spare. Across nodes (``pickOneNodeForPreemption`` with equal priorities and no PodDisruptionBudgets): fewest
+victims, then the node whose earliest-started victim started latest, then node order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from baselines.base import NodeByNodePolicy, covers, total_member
+from schedgym.sim.job import Job
+from schedgym.sim.policy import PreemptionRequest, QueueDiscipline
+
+
+class K8s(NodeByNodePolicy):
+    """Kubernetes-like preemption: fewest victims, ties towards the most recently started."""
+
+    name = "k8s"
+    queue = QueueDiscipline.PRIORITY
+
+    def _evaluate_node(
+        self, request: PreemptionRequest, node: int, deficit: np.ndarray, candidates: list[Job]
+    ) -> tuple[tuple, list[Job]] | None:
+        victims = list(candidates)
+        for c in sorted(candidates, key=lambda j: (j.run_start, j.idx)):
+            rest = [v for v in victims if v is not c]
+            if covers(total_member(rest), deficit):
+                victims = rest
+        earliest = min(v.run_start for v in victims)
+        return (len(victims), -earliest), victims

@@ -1,0 +1,31 @@
+"""``random``: a uniformly random feasible node, and victims in random order until the job fits."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from baselines.base import NodeByNodePolicy, covers
+from schedgym.sim.job import Job
+from schedgym.sim.policy import PreemptionRequest, QueueDiscipline
+
+
+class RandomPreemption(NodeByNodePolicy):
+    """Priority queue; preempts at random among feasible choices. All draws come from ``reset(rng)``."""
+
+    name = "random"
+    queue = QueueDiscipline.PRIORITY
+
+    def __init__(self) -> None:
+        self.rng = np.random.default_rng(0)
+
+    def _evaluate_node(
+        self, request: PreemptionRequest, node: int, deficit: np.ndarray, candidates: list[Job]
+    ) -> tuple[tuple, list[Job]] | None:
+        victims: list[Job] = []
+        freed = np.zeros(3)
+        for i in self.rng.permutation(len(candidates)):
+            victims.append(candidates[int(i)])
+            freed += candidates[int(i)].member
+            if covers(freed, deficit):
+                break
+        return (float(self.rng.random()),), victims

@@ -1,0 +1,124 @@
+"""The ``schedgym`` command line. User errors print one line and exit with status 2, without a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from schedgym.errors import SchedGymError
+from schedgym.registry import policy_entry, policy_names
+from schedgym.sim.simulator import SimConfig
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _nonneg_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
+def _nonneg_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="schedgym", description="Preemptive DL-cluster scheduling simulator.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    cmp = sub.add_parser(
+        "compare",
+        help="compare policies on identical workloads",
+        description="Run every policy on the same workloads and print slowdown, wait, preemptions and "
+        "GPU utilisation per policy, with ratios to fifo.",
+    )
+    src = cmp.add_mutually_exclusive_group()
+    src.add_argument("--workload", default="paper", help="synthetic workload preset (default: paper)")
+    src.add_argument("--trace", metavar="PATH", help="trace CSV to replay instead of a synthetic workload")
+    cmp.add_argument("--cluster", default="paper", metavar="NAME|PATH", help="cluster preset or CSV (default: paper)")
+    cmp.add_argument(
+        "--policies",
+        default="fifo,priority,k8s,fitgpp",
+        help=f"comma-separated policy names (default: fifo,priority,k8s,fitgpp); known: {','.join(policy_names())}",
+    )
+    cmp.add_argument("--seeds", type=_positive_int, default=5, help="number of workloads/seeds (default: 5)")
+    cmp.add_argument("--first-seed", type=_nonneg_int, default=0, help="first seed (default: 0)")
+    cmp.add_argument("--jobs", type=_positive_int, default=None, help="jobs per synthetic workload")
+    cmp.add_argument("--max-preemptions", type=_nonneg_int, default=1, help="cap P on preemptions per job (default: 1)")
+    cmp.add_argument("--restart-overhead", type=_nonneg_float, default=0.0, help="seconds charged on each restart")
+    cmp.add_argument("--no-backfill", action="store_true", help="strict head-of-line blocking")
+    cmp.add_argument("--placement", choices=("best-fit", "first-fit"), default="best-fit")
+    cmp.add_argument("--json", metavar="PATH", help="write the summary as JSON")
+    cmp.add_argument("--log-dir", metavar="DIR", help="write jobs.csv and segments.csv per policy and seed")
+    cmp.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    return parser
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from schedgym.experiments.compare import CompareConfig, format_table, run_comparison, write_json
+
+    policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
+    for p in policies:
+        policy_entry(p)
+    config = CompareConfig(
+        policies=policies,
+        workload=None if args.trace else args.workload,
+        trace=args.trace,
+        cluster=args.cluster,
+        seeds=args.seeds,
+        first_seed=args.first_seed,
+        n_jobs=args.jobs,
+        sim=SimConfig(
+            backfill=not args.no_backfill,
+            placement=args.placement,
+            max_preemptions=args.max_preemptions,
+            restart_overhead=args.restart_overhead,
+        ),
+    )
+    result = run_comparison(config, progress=False if args.no_progress else None, log_dir=args.log_dir)
+    print(format_table(result))
+    if args.json:
+        write_json(args.json, result)
+        print(f"\nwrote {args.json}")
+    if args.log_dir:
+        print(f"wrote logs under {args.log_dir}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "compare":
+            return _compare(args)
+    except SchedGymError as exc:
+        print(f"schedgym: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("schedgym: interrupted", file=sys.stderr)
+        return 130
+    parser.error(f"unknown command {args.command!r}")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

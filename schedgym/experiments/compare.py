@@ -1,0 +1,283 @@
+"""Compare policies on identical workloads, the way the paper compares FitGpp with FIFO.
+
+Each seed is one independently generated workload (or the trace itself), and every policy runs on that
+same workload. Top-level figures are means over seeds; ratios are taken to FIFO's means.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from schedgym.errors import ConfigError, SchedGymError
+from schedgym.experiments.runner import run_policy
+from schedgym.registry import make_policy, policy_entry
+from schedgym.sim.cluster import ClusterSpec, resolve_cluster
+from schedgym.sim.job import JobClass
+from schedgym.sim.metrics import RunResult
+from schedgym.sim.simulator import SimConfig
+from schedgym.workloads.synthetic import generate, preset
+from schedgym.workloads.trace import Workload, load_trace
+
+CLASS_FIELDS = ("slowdown_p50", "slowdown_p95", "slowdown_p99", "slowdown_mean", "wait_mean")
+TOP_FIELDS = ("preemptions", "gpu_utilization")
+
+
+@dataclass(frozen=True)
+class CompareConfig:
+    """What to compare, on what."""
+
+    policies: tuple[str, ...] = ("fifo", "priority", "k8s", "fitgpp")
+    """policy specs, resolved through the registry"""
+    workload: str | None = "paper"
+    """synthetic preset name (ignored when ``trace`` is set)"""
+    trace: str | None = None
+    """path to a trace CSV; every seed then replays the same trace"""
+    cluster: str = "paper"
+    """cluster preset name or path to a cluster CSV"""
+    seeds: int = 5
+    """number of workloads (seeds first_seed, first_seed+1, ...)"""
+    first_seed: int = 0
+    n_jobs: int | None = None
+    """jobs per synthetic workload (None: the preset's)"""
+    sim: SimConfig = field(default_factory=SimConfig)
+    """simulator rules; its ``queue`` is replaced by each policy's own"""
+
+    def __post_init__(self) -> None:
+        if not self.policies:
+            raise ConfigError("Expected at least one policy, got none")
+        if len(set(self.policies)) != len(self.policies):
+            raise ConfigError(f"Policies must be distinct, got {list(self.policies)}")
+        for p in self.policies:
+            policy_entry(p)  # unknown names fail now, not after minutes of simulation
+        if not isinstance(self.seeds, int) or self.seeds <= 0:
+            raise ConfigError(f"Expected seeds > 0, got {self.seeds!r}")
+        if self.first_seed < 0:
+            raise ConfigError(f"Expected first_seed >= 0, got {self.first_seed!r}")
+        if self.n_jobs is not None and self.n_jobs <= 0:
+            raise ConfigError(f"Expected jobs > 0, got {self.n_jobs!r}")
+        if self.trace is None and self.workload is None:
+            raise ConfigError("Expected a workload name or a trace path")
+
+
+@dataclass
+class ComparisonResult:
+    """Per policy, per seed results, and the JSON-ready summary."""
+
+    config: CompareConfig
+    cluster: ClusterSpec
+    workload_name: str
+    runs: dict[str, list[RunResult]]
+    wall_time: dict[str, float]
+
+    def summary(self) -> dict[str, Any]:
+        """``{"policies": {NAME: {"te": {...}, "be": {...}, "preemptions", "gpu_utilization", "per_seed"}}}``."""
+        out: dict[str, Any] = {}
+        for name, runs in self.runs.items():
+            per_seed = []
+            for i, r in enumerate(runs):
+                s = r.summary()
+                s["seed"] = self.config.first_seed + i
+                per_seed.append(s)
+            entry: dict[str, Any] = {}
+            for cls in ("te", "be"):
+                entry[cls] = {f: _mean([s[cls][f] for s in per_seed]) for f in CLASS_FIELDS}
+                entry[cls]["n_jobs"] = _mean([s[cls]["n_jobs"] for s in per_seed])
+            for f in TOP_FIELDS:
+                entry[f] = _mean([s[f] for s in per_seed])
+            entry["wall_time_s"] = self.wall_time[name]
+            entry["per_seed"] = per_seed
+            out[name] = entry
+        return {
+            "workload": self.workload_name,
+            "cluster": self.cluster.name,
+            "seeds": [self.config.first_seed + i for i in range(self.config.seeds)],
+            "sim": {k: (v.value if hasattr(v, "value") else v) for k, v in asdict(self.config.sim).items()},
+            "policies": out,
+        }
+
+    def ratios(self, reference: str = "fifo") -> dict[str, dict[str, float]]:
+        """Each policy's mean figures divided by ``reference``'s (NaN where the reference is 0)."""
+        summ = self.summary()["policies"]
+        if reference not in summ:
+            return {}
+        ref = summ[reference]
+        out = {}
+        for name, entry in summ.items():
+            row = {}
+            for cls in ("te", "be"):
+                for f in CLASS_FIELDS:
+                    row[f"{cls}_{f}"] = _ratio(entry[cls][f], ref[cls][f])
+            for f in TOP_FIELDS:
+                row[f] = _ratio(entry[f], ref[f])
+            out[name] = row
+        return out
+
+
+def _mean(values: list[float]) -> float:
+    vals = [v for v in values if not (isinstance(v, float) and math.isnan(v))]
+    return float(np.mean(vals)) if vals else float("nan")
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b else float("nan")
+
+
+def load_workloads(config: CompareConfig, cluster: ClusterSpec) -> tuple[str, list[Workload]]:
+    """The workload of every seed. Synthetic: one independent draw per seed. Trace: the trace itself."""
+    if config.trace is not None:
+        wl = load_trace(config.trace)
+        if config.n_jobs is not None:
+            raise ConfigError("--jobs applies to synthetic workloads only; cut the trace file instead")
+        wl.check_fits(cluster)
+        return wl.name, [wl] * config.seeds
+    assert config.workload is not None
+    overrides = {"n_jobs": config.n_jobs} if config.n_jobs is not None else {}
+    synth = preset(config.workload, **overrides)
+    workloads = []
+    for i in range(config.seeds):
+        seed = config.first_seed + i
+        rng = np.random.default_rng(np.random.SeedSequence([seed, 0]))
+        wl = generate(synth, cluster, rng, name=config.workload)
+        wl.check_fits(cluster)
+        workloads.append(wl)
+    return config.workload, workloads
+
+
+def run_comparison(config: CompareConfig, *, progress: bool | None = None, log_dir: str | None = None) -> ComparisonResult:
+    """Run every policy on every seed's workload. ``progress``: None shows a bar on a terminal only."""
+    cluster = resolve_cluster(config.cluster)
+    name, workloads = load_workloads(config, cluster)
+    policies = {spec: make_policy(spec) for spec in config.policies}
+    runs: dict[str, list[RunResult]] = {p: [] for p in policies}
+    wall = {p: 0.0 for p in policies}
+    bar = _progress_bar(len(workloads) * len(policies), progress)
+    try:
+        for i, wl in enumerate(workloads):
+            seed = config.first_seed + i
+            for spec, policy in policies.items():
+                if bar is not None:
+                    bar.set_postfix_str(f"seed {seed} {spec}")
+                rng = np.random.default_rng(np.random.SeedSequence([seed, 1]))
+                t0 = time.perf_counter()
+                result = run_policy(policy, cluster, wl, config.sim, rng=rng)
+                wall[spec] += time.perf_counter() - t0
+                runs[spec].append(result)
+                if log_dir is not None:
+                    write_logs(Path(log_dir) / _safe(spec) / f"seed{seed}", result)
+                if bar is not None:
+                    bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    return ComparisonResult(config, cluster, name, runs, wall)
+
+
+def _safe(spec: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in spec)
+
+
+def _progress_bar(total: int, progress: bool | None):  # noqa: ANN202
+    if progress is False:
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:  # tqdm is an optional extra ("cli"); without it there is simply no bar
+        return None
+    return tqdm(total=total, unit="run", desc="simulating", disable=None if progress is None else False)
+
+
+def write_logs(directory: Path, result: RunResult) -> None:
+    """Write ``jobs.csv`` and ``segments.csv`` for one run."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        slowdown = result.slowdown
+        with open(directory / "jobs.csv", "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["job_id", "class", "submit_time", "duration", "first_start", "completion", "preemptions", "slowdown"])
+            for i, jid in enumerate(result.job_ids):
+                w.writerow(
+                    [
+                        jid,
+                        JobClass(int(result.job_class[i])).name,
+                        repr(float(result.submit[i])),
+                        repr(float(result.duration[i])),
+                        repr(float(result.first_start[i])),
+                        repr(float(result.completion[i])),
+                        int(result.preemptions[i]),
+                        repr(float(slowdown[i])),
+                    ]
+                )
+        with open(directory / "segments.csv", "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["job_id", "node", "start", "end", "end_reason"])
+            for s in result.segments:
+                w.writerow([result.job_ids[s.job], s.node, repr(s.start), repr(s.end), s.end_reason])
+    except OSError as exc:
+        raise SchedGymError(f"cannot write logs to {directory}: {exc.strerror}") from None
+
+
+def format_table(result: ComparisonResult) -> str:
+    """The on-screen table: absolute figures, then ratios to FIFO when FIFO was run."""
+    summ = result.summary()["policies"]
+    head = (
+        f"{'policy':<18} {'TE p50':>8} {'TE p95':>8} {'TE p99':>8} {'TE wait':>9} "
+        f"{'BE p50':>8} {'BE p95':>8} {'BE p99':>8} {'BE wait':>9} {'preempt':>8} {'GPU util':>8}"
+    )
+    lines = [
+        f"workload {summ and result.workload_name}, cluster {result.cluster.name}, "
+        f"seeds {result.config.first_seed}..{result.config.first_seed + result.config.seeds - 1} "
+        "(slowdown percentiles, mean wait in s; means over seeds)",
+        head,
+        "-" * len(head),
+    ]
+    for name, e in summ.items():
+        lines.append(
+            f"{name:<18} {e['te']['slowdown_p50']:>8.3f} {e['te']['slowdown_p95']:>8.3f} {e['te']['slowdown_p99']:>8.3f} "
+            f"{e['te']['wait_mean']:>9.0f} {e['be']['slowdown_p50']:>8.3f} {e['be']['slowdown_p95']:>8.3f} "
+            f"{e['be']['slowdown_p99']:>8.3f} {e['be']['wait_mean']:>9.0f} {e['preemptions']:>8.1f} "
+            f"{e['gpu_utilization']:>8.3f}"
+        )
+    ratios = result.ratios("fifo")
+    if ratios:
+        lines += ["", "ratio to fifo", head, "-" * len(head)]
+        for name, r in ratios.items():
+            cells = [
+                r[f"{c}_{f}"]
+                for c in ("te", "be")
+                for f in ("slowdown_p50", "slowdown_p95", "slowdown_p99", "wait_mean")
+            ] + [r["preemptions"], r["gpu_utilization"]]
+            widths = [8, 8, 8, 9, 8, 8, 8, 9, 8, 8]
+            lines.append(f"{name:<18} " + " ".join(_fmt_ratio(v, w) for v, w in zip(cells, widths)))
+    return "\n".join(lines)
+
+
+def _fmt_ratio(v: float, width: int) -> str:
+    return f"{'-':>{width}}" if math.isnan(v) else f"{v:>{width}.3f}"
+
+
+def _nan_to_none(obj: Any) -> Any:
+    # Strict JSON has no NaN; a class with no jobs (a trace without TE jobs, say) reports null instead.
+    if isinstance(obj, float) and math.isnan(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _nan_to_none(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_nan_to_none(v) for v in obj]
+    return obj
+
+
+def write_json(path: str, result: ComparisonResult) -> None:
+    try:
+        with open(path, "w") as fh:
+            json.dump(_nan_to_none(result.summary()), fh, indent=2, allow_nan=False)
+            fh.write("\n")
+    except OSError as exc:
+        raise SchedGymError(f"cannot write {path}: {exc.strerror}") from None

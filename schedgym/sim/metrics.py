@@ -1,0 +1,162 @@
+"""Per-job records and aggregates of a finished simulation.
+
+Definitions (see docs/semantics.md):
+- slowdown = (completion - submit) / duration
+- bounded slowdown = max(1, (completion - submit) / max(duration, TAU)) with TAU = 10 s
+- wait = completion - submit - run time: every second in the system without running (queued, or in a
+  grace period); run time includes restart overhead
+- GPU (CPU) utilisation = GPU-seconds of run segments / (cluster GPUs x makespan), where makespan runs
+  from the first submission to the last completion. Grace periods do not count as useful work.
+- percentiles use numpy's default (linear interpolation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from schedgym.sim.job import Job, JobClass
+
+TAU = 10.0
+
+
+class Segment(NamedTuple):
+    """One uninterrupted run of one job on one node (a gang job has one segment per node per run)."""
+
+    job: int  # job index
+    node: int
+    start: float
+    end: float
+    end_reason: str  # "completed" | "preempted"
+
+
+@dataclass(frozen=True, slots=True)
+class ClassStats:
+    """Aggregates over the jobs of one class."""
+
+    n_jobs: int
+    slowdown_p50: float
+    slowdown_p95: float
+    slowdown_p99: float
+    slowdown_mean: float
+    bounded_slowdown_p95: float
+    bounded_slowdown_mean: float
+    wait_mean: float
+    wait_p95: float
+    preemptions: int
+    grace_time: float
+
+    def as_dict(self) -> dict[str, float]:
+        return {name: getattr(self, name) for name in self.__slots__}  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Everything measured in one run. Arrays are indexed by job index (trace order)."""
+
+    job_ids: list[str]
+    job_class: np.ndarray
+    submit: np.ndarray
+    duration: np.ndarray
+    gpus: np.ndarray
+    cpus: np.ndarray
+    first_start: np.ndarray
+    completion: np.ndarray
+    preemptions: np.ndarray
+    grace_time: np.ndarray
+    overhead_time: np.ndarray
+    run_time: np.ndarray
+    segments: list[Segment]
+    capacity_total: np.ndarray
+    n_preemptions: int
+
+    @property
+    def slowdown(self) -> np.ndarray:
+        return (self.completion - self.submit) / self.duration
+
+    @property
+    def bounded_slowdown(self) -> np.ndarray:
+        return np.maximum(1.0, (self.completion - self.submit) / np.maximum(self.duration, TAU))
+
+    @property
+    def wait(self) -> np.ndarray:
+        return self.completion - self.submit - self.run_time
+
+    @property
+    def makespan(self) -> float:
+        if len(self.submit) == 0:
+            return 0.0
+        return float(self.completion.max() - self.submit.min())
+
+    def _utilization(self, per_job: np.ndarray, total: float) -> float:
+        span = self.makespan
+        if span <= 0 or total <= 0:
+            return 0.0
+        return float((per_job * self.run_time).sum() / (total * span))
+
+    @property
+    def gpu_utilization(self) -> float:
+        return self._utilization(self.gpus, float(self.capacity_total[0]))
+
+    @property
+    def cpu_utilization(self) -> float:
+        return self._utilization(self.cpus, float(self.capacity_total[1]))
+
+    def class_stats(self, job_class: JobClass) -> ClassStats:
+        mask = self.job_class == int(job_class)
+        sd = self.slowdown[mask]
+        if sd.size == 0:
+            nan = float("nan")
+            return ClassStats(0, nan, nan, nan, nan, nan, nan, nan, nan, 0, 0.0)
+        bsd = self.bounded_slowdown[mask]
+        wait = self.wait[mask]
+        p50, p95, p99 = np.percentile(sd, [50, 95, 99])
+        return ClassStats(
+            n_jobs=int(sd.size),
+            slowdown_p50=float(p50),
+            slowdown_p95=float(p95),
+            slowdown_p99=float(p99),
+            slowdown_mean=float(sd.mean()),
+            bounded_slowdown_p95=float(np.percentile(bsd, 95)),
+            bounded_slowdown_mean=float(bsd.mean()),
+            wait_mean=float(wait.mean()),
+            wait_p95=float(np.percentile(wait, 95)),
+            preemptions=int(self.preemptions[mask].sum()),
+            grace_time=float(self.grace_time[mask].sum()),
+        )
+
+    def summary(self) -> dict:
+        """Aggregates as plain JSON-ready data."""
+        return {
+            "te": self.class_stats(JobClass.TE).as_dict(),
+            "be": self.class_stats(JobClass.BE).as_dict(),
+            "preemptions": self.n_preemptions,
+            "gpu_utilization": self.gpu_utilization,
+            "cpu_utilization": self.cpu_utilization,
+            "makespan": self.makespan,
+        }
+
+
+def build_result(jobs: list[Job], segments: list[Segment], capacity: np.ndarray, n_preemptions: int) -> RunResult:
+    def col(getter, dtype=np.float64) -> np.ndarray:  # noqa: ANN001
+        return np.fromiter((getter(j) for j in jobs), dtype=dtype, count=len(jobs))
+
+    return RunResult(
+        job_ids=[j.spec.job_id for j in jobs],
+        job_class=col(lambda j: int(j.spec.job_class), np.int64),
+        submit=col(lambda j: j.spec.submit_time),
+        duration=col(lambda j: j.spec.duration),
+        gpus=col(lambda j: j.spec.gpus),
+        cpus=col(lambda j: j.spec.cpus),
+        first_start=col(lambda j: j.first_start),
+        completion=col(lambda j: j.completion),
+        preemptions=col(lambda j: j.preemptions, np.int64),
+        grace_time=col(lambda j: j.grace_time),
+        overhead_time=col(lambda j: j.overhead_time),
+        run_time=col(lambda j: j.run_time),
+        segments=segments,
+        capacity_total=capacity.sum(axis=0),
+        n_preemptions=n_preemptions,
+    )

@@ -1,0 +1,474 @@
+"""Discrete-event simulator of a deep-learning cluster with grace-period preemption.
+
+The rules are written out in ``docs/semantics.md``; this module implements them. The simulator is driven
+step-wise so that the same engine serves an in-process rule and a Gymnasium agent::
+
+    sim = Simulator(cluster, jobs, SimConfig())
+    while (request := sim.advance()) is not None:   # a TE job needs a preemption decision
+        sim.resolve(policy.decide(request))
+    result = sim.result()
+
+Hot-path design (why it scales):
+- The event queue is a heap of ``(time, priority, seq, kind, job, epoch)``; ``seq`` makes equal times pop
+  in a fixed order and ``epoch`` lets a preempted job's completion event go stale instead of being searched
+  for and removed.
+- Pending jobs are grouped by *shape* (class, per-node demand, gang size). Jobs of one shape fit or fail
+  together, so a scheduling pass tries only the head of each shape, and a shape that failed stays
+  "blocked" until resources are freed: a pass costs O(shapes), not O(queued jobs).
+- Per-node availability is a numpy array updated in place; placement is a few vector operations.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from schedgym.errors import ConfigError, IllegalDecisionError, ImpossibleJobError
+from schedgym.sim.cluster import ClusterSpec
+from schedgym.sim.job import Job, JobClass, JobSpec, JobState
+from schedgym.sim.metrics import RunResult, Segment, build_result
+from schedgym.sim.policy import PreemptionPlan, PreemptionRequest, QueueDiscipline
+
+# Tolerance for comparing float resource amounts (fractional GPUs accumulate rounding error).
+EPS = 1e-9
+
+# Event kinds; the number is also the tie-break priority at equal times: resources are freed before new
+# jobs arrive, so an arrival sees everything released at its own instant.
+_COMPLETE, _RELEASE, _ARRIVE = 0, 1, 2
+
+
+@dataclass(frozen=True, slots=True)
+class SimConfig:
+    """Rules of the simulator that are not part of the workload or the cluster.
+
+    Attributes:
+        queue: queue discipline, ``"fifo"`` or ``"priority"``.
+        backfill: if True (default, as Kubernetes), a job that does not fit is skipped and later jobs may
+            start; if False, the queue blocks at the first job that does not fit (strict head of line).
+        placement: ``"best-fit"`` (least leftover GPUs, then CPUs, then memory; ties by node order) or
+            ``"first-fit"`` (lowest node index that fits).
+        max_preemptions: the cap P: a job preempted this many times is no longer a candidate.
+        restart_overhead: seconds charged at the start of every run that follows a preemption (no
+            progress is made during it).
+    """
+
+    queue: QueueDiscipline | str = QueueDiscipline.PRIORITY
+    backfill: bool = True
+    placement: str = "best-fit"
+    max_preemptions: int = 1
+    restart_overhead: float = 0.0
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "queue", QueueDiscipline(self.queue))
+        except ValueError:
+            raise ConfigError(
+                f"Expected queue in {[q.value for q in QueueDiscipline]}, got {self.queue!r}"
+            ) from None
+        if self.placement not in ("best-fit", "first-fit"):
+            raise ConfigError(f"Expected placement 'best-fit' or 'first-fit', got {self.placement!r}")
+        if not isinstance(self.max_preemptions, int) or isinstance(self.max_preemptions, bool):
+            raise ConfigError(f"Expected max_preemptions to be an int, got {self.max_preemptions!r}")
+        if self.max_preemptions < 0:
+            raise ConfigError(f"Expected max_preemptions >= 0, got {self.max_preemptions}")
+        if not (math.isfinite(self.restart_overhead) and self.restart_overhead >= 0):
+            raise ConfigError(f"Expected restart_overhead >= 0, got {self.restart_overhead!r}")
+        if not isinstance(self.backfill, bool):
+            raise ConfigError(f"Expected backfill to be a bool, got {self.backfill!r}")
+
+
+class Simulator:
+    """One simulation of ``jobs`` on ``cluster`` under ``config``.
+
+    Args:
+        cluster: the nodes.
+        jobs: the workload; job ids must be unique and every job must fit the cluster.
+        config: simulator rules.
+        preemption: if False, TE jobs are never offered for preemption and :meth:`advance` runs to the end
+            in one call (used for the non-preemptive baselines, and faster).
+    """
+
+    def __init__(
+        self,
+        cluster: ClusterSpec,
+        jobs: Sequence[JobSpec],
+        config: SimConfig | None = None,
+        *,
+        preemption: bool = True,
+    ) -> None:
+        self.cluster = cluster
+        self.config = config if config is not None else SimConfig()
+        self.preemption = preemption
+        self.capacity = cluster.capacity
+        self.capacity.setflags(write=False)
+        self.free = self.capacity.copy()  # capacity minus resources held by RUNNING/PREEMPTING jobs
+        self.held = np.zeros_like(self.free)  # promised to reserved TE jobs
+        self.avail = self.free.copy()  # free - held: what an unreserved job may use
+        self._avail_view = self.avail.view()
+        self._avail_view.setflags(write=False)
+        self.now = 0.0
+        self.jobs: list[Job] = []
+        self._running_on: list[set[int]] = [set() for _ in cluster.nodes]
+        self._events: list[tuple] = []
+        self._seq = itertools.count()
+        self._queues: dict[tuple, list[tuple]] = {}  # shape -> heap of (queue key, job idx)
+        self._blocked: set[tuple] = set()  # shapes known not to fit until resources are freed
+        self._reserved: list[int] = []  # TE jobs waiting for their victims' grace periods
+        self._version = 0  # bumped when a declined TE job might now succeed (resources or candidates)
+        self._in_pass = False
+        self._request: PreemptionRequest | None = None
+        self._n_done = 0
+        self.segments: list[Segment] = []
+        self.n_preemptions = 0
+        self.n_decisions = 0
+        self._priority = self.config.queue == QueueDiscipline.PRIORITY
+
+        seen: set[str] = set()
+        max_member = self.capacity.max(axis=0)
+        for i, spec in enumerate(jobs):
+            if spec.job_id in seen:
+                raise ImpossibleJobError(f"Duplicate job_id {spec.job_id!r}")
+            seen.add(spec.job_id)
+            member = np.array(spec.member_demand, dtype=np.float64)
+            if spec.nodes > cluster.n_nodes or not self._fits_somewhere(member, spec.nodes):
+                raise ImpossibleJobError(
+                    f"Job {spec.job_id!r} can never run: it needs {spec.nodes} node(s) with "
+                    f"gpus={member[0]:g}, cpus={member[1]:g}, mem_gb={member[2]:g} each, but the largest node "
+                    f"offers gpus={max_member[0]:g}, cpus={max_member[1]:g}, mem_gb={max_member[2]:g}"
+                )
+            shape = (int(spec.job_class), tuple(member.tolist()), spec.nodes)
+            job = Job(idx=i, spec=spec, member=member, shape=shape, remaining=float(spec.duration))
+            member.setflags(write=False)
+            self.jobs.append(job)
+            self._push(spec.submit_time, _ARRIVE, i, 0)
+
+    # ------------------------------------------------------------------ public driving interface
+    def advance(self) -> PreemptionRequest | None:
+        """Run until a TE job needs a preemption decision (returned) or the workload drains (None)."""
+        if self._request is not None:
+            raise IllegalDecisionError("advance() called while a decision is pending; call resolve() first")
+        while True:
+            if self._in_pass:
+                request = self._schedule_pass()
+                if request is not None:
+                    self._request = request
+                    self.n_decisions += 1
+                    return request
+                self._in_pass = False
+            if not self._events:
+                return None
+            self._process_events_at(self._events[0][0])
+            self._in_pass = True
+
+    def resolve(self, plan: PreemptionPlan) -> None:
+        """Apply the answer to the pending request (see :class:`PreemptionPlan` for what is legal)."""
+        request = self._request
+        if request is None:
+            raise IllegalDecisionError("resolve() called with no decision pending")
+        job = request.job
+        if plan.is_empty:
+            if plan.victims:
+                raise IllegalDecisionError(f"A plan with victims {plan.victims} must name the nodes to use")
+            job.declined_version = self._version
+        else:
+            self._check_plan(request, plan)
+            self._apply_plan(job, plan)
+        self._request = None
+
+    @property
+    def pending_request(self) -> PreemptionRequest | None:
+        return self._request
+
+    @property
+    def done(self) -> bool:
+        return self._n_done == len(self.jobs)
+
+    def run(self, policy) -> RunResult:  # noqa: ANN001 - any PreemptionPolicy
+        """Drive the simulation to the end with ``policy`` answering every request."""
+        while (request := self.advance()) is not None:
+            self.resolve(policy.decide(request))
+        return self.result()
+
+    def result(self) -> RunResult:
+        """Per-job records, run segments and aggregates; only valid once the workload has drained."""
+        if not self.done:
+            raise IllegalDecisionError(
+                f"result() needs a finished simulation; {len(self.jobs) - self._n_done} jobs are unfinished"
+            )
+        return build_result(self.jobs, self.segments, self.capacity, self.n_preemptions)
+
+    # ------------------------------------------------------------------ read-only helpers for policies
+    def candidates(self) -> dict[int, list[Job]]:
+        """Preemptible jobs per node (RUNNING, BE, fewer than max_preemptions preemptions)."""
+        cap = self.config.max_preemptions
+        jobs = self.jobs
+        out: dict[int, list[Job]] = {}
+        for n, running in enumerate(self._running_on):
+            c = [
+                jobs[i]
+                for i in sorted(running)
+                if jobs[i].state == JobState.RUNNING
+                and jobs[i].spec.job_class == JobClass.BE
+                and jobs[i].preemptions < cap
+            ]
+            if c:
+                out[n] = c
+        return out
+
+    def running_on(self, node: int) -> frozenset[int]:
+        return frozenset(self._running_on[node])
+
+    @property
+    def queue_lengths(self) -> tuple[int, int]:
+        """(TE, BE) jobs pending, reserved TE jobs included."""
+        counts = [0, 0]
+        for shape, q in self._queues.items():
+            counts[shape[0]] += len(q)
+        counts[0] += len(self._reserved)
+        return counts[0], counts[1]
+
+    # ------------------------------------------------------------------ events
+    def _push(self, time: float, kind: int, idx: int, epoch: int) -> None:
+        heapq.heappush(self._events, (time, kind, next(self._seq), idx, epoch))
+
+    def _process_events_at(self, t: float) -> None:
+        events = self._events
+        self.now = t
+        while events and events[0][0] == t:
+            _, kind, _, idx, epoch = heapq.heappop(events)
+            job = self.jobs[idx]
+            if kind == _ARRIVE:
+                job.state = JobState.PENDING
+                self._enqueue(job)
+            elif kind == _COMPLETE:
+                if epoch != job.epoch:
+                    continue  # the run this event belonged to was preempted
+                self._close_segment(job, t, "completed")
+                self._release(job)
+                job.state = JobState.COMPLETED
+                job.remaining = 0.0
+                job.completion = t
+                self._n_done += 1
+            else:  # _RELEASE: grace period over
+                self._release(job)
+                job.state = JobState.PENDING
+                job.nodes = ()
+                self._enqueue(job)
+
+    def _enqueue(self, job: Job) -> None:
+        spec = job.spec
+        if self._priority:
+            key = (int(spec.job_class), spec.submit_time, job.idx)
+        else:
+            key = (spec.submit_time, job.idx)
+        q = self._queues.get(job.shape)
+        if q is None:
+            self._queues[job.shape] = q = []
+        heapq.heappush(q, (key, job.idx))
+
+    def _release(self, job: Job) -> None:
+        m = job.member
+        for n in job.nodes:
+            self.free[n] += m
+            self.avail[n] += m
+            self._running_on[n].discard(job.idx)
+        self._blocked.clear()
+        self._version += 1
+
+    # ------------------------------------------------------------------ scheduling pass
+    def _schedule_pass(self) -> PreemptionRequest | None:
+        """Start what can start, in queue order; return a request if a TE job needs a decision.
+
+        After a decision the pass is restarted from the top, which is equivalent to continuing it:
+        started jobs have left the queue and availability has only decreased since.
+        """
+        if self._reserved:
+            self._start_ready_reservations()
+        queues = self._queues
+        blocked = self._blocked
+        backfill = self.config.backfill
+        offer_te = self.preemption
+        heap = []
+        for shape, q in queues.items():
+            if not q:
+                continue
+            if backfill and shape in blocked and not (offer_te and shape[0] == JobClass.TE):
+                continue  # cannot fit, and nobody would be offered for preemption
+            heap.append((q[0][0], shape))
+        if not heap:
+            return None
+        heapq.heapify(heap)
+        skipped: list[tuple[tuple, tuple]] = []  # (shape, entry) popped for offering, restored below
+        request = None
+        try:
+            while heap:
+                _, shape = heapq.heappop(heap)
+                q = queues[shape]
+                _, idx = q[0]
+                job = self.jobs[idx]
+                if shape not in blocked:
+                    nodes = self._place(job.member, job.spec.nodes)
+                    if nodes is not None:
+                        heapq.heappop(q)
+                        self._start(job, nodes)
+                        if q:
+                            heapq.heappush(heap, (q[0][0], shape))
+                        continue
+                    blocked.add(shape)
+                # The head of this shape cannot be placed.
+                if offer_te and shape[0] == JobClass.TE and job.declined_version != self._version:
+                    request = self._make_request(job)
+                    return request
+                if not backfill:
+                    return None  # strict head-of-line blocking
+                if offer_te and shape[0] == JobClass.TE:
+                    # Later TE jobs of a blocked shape are still owed an offer; look past this one.
+                    skipped.append((shape, heapq.heappop(q)))
+                    if q:
+                        heapq.heappush(heap, (q[0][0], shape))
+            return None
+        finally:
+            for shape, entry in skipped:
+                heapq.heappush(queues[shape], entry)
+
+    def _place(self, member: np.ndarray, k: int) -> tuple[int, ...] | None:
+        avail = self.avail
+        fits = (avail >= member - EPS).all(axis=1)
+        idx = np.flatnonzero(fits)
+        if len(idx) < k:
+            return None
+        if self.config.placement == "first-fit" or len(idx) == k:
+            return tuple(idx[:k].tolist())
+        left = avail[idx] - member
+        if k == 1:
+            # Lexicographic min over (gpus, cpus, mem) left, then node order, without a full sort.
+            for r in range(3):
+                col = left[:, r]
+                best = col.min()
+                keep = col <= best + EPS
+                if keep.sum() == 1:
+                    return (int(idx[np.argmax(keep)]),)
+                idx, left = idx[keep], left[keep]
+            return (int(idx[0]),)
+        order = np.lexsort((idx, left[:, 2], left[:, 1], left[:, 0]))
+        return tuple(idx[order[:k]].tolist())
+
+    def _fits_somewhere(self, member: np.ndarray, k: int) -> bool:
+        return int((self.capacity >= member - EPS).all(axis=1).sum()) >= k
+
+    def _start(self, job: Job, nodes: tuple[int, ...]) -> None:
+        m = job.member
+        for n in nodes:
+            self.free[n] -= m
+            self.avail[n] -= m
+            self._running_on[n].add(job.idx)
+        now = self.now
+        job.nodes = nodes
+        job.state = JobState.RUNNING
+        job.run_start = now
+        job.run_overhead = self.config.restart_overhead if job.preemptions else 0.0
+        if job.first_start != job.first_start:  # NaN: first run
+            job.first_start = now
+        job.epoch += 1
+        self._push(now + job.run_overhead + job.remaining, _COMPLETE, job.idx, job.epoch)
+        if job.spec.job_class == JobClass.BE:
+            self._version += 1  # a new preemption candidate
+
+    def _start_ready_reservations(self) -> None:
+        still = []
+        for idx in self._reserved:
+            job = self.jobs[idx]
+            m = job.member
+            # It may use free minus what *other* reservations hold: free - (held - m) >= m, i.e. avail >= 0.
+            if all((self.avail[n] >= -EPS).all() for n in job.nodes):
+                for n in job.nodes:
+                    self.held[n] -= m
+                    self.avail[n] += m
+                job.reserved = False
+                self._start(job, job.nodes)
+            else:
+                still.append(idx)
+        self._reserved = still
+
+    def _close_segment(self, job: Job, end: float, reason: str) -> None:
+        start = job.run_start
+        length = end - start
+        job.run_time += length
+        job.overhead_time += min(job.run_overhead, length)
+        for n in job.nodes:
+            self.segments.append(Segment(job.idx, n, start, end, reason))
+
+    # ------------------------------------------------------------------ preemption
+    def _make_request(self, job: Job) -> PreemptionRequest:
+        cap = self.capacity
+        return PreemptionRequest(
+            job=job, now=self.now, avail=self._avail_view, capacity=cap, candidates=self.candidates()
+        )
+
+    def _check_plan(self, request: PreemptionRequest, plan: PreemptionPlan) -> None:
+        job = request.job
+        k = job.spec.nodes
+        nodes, victims = tuple(plan.nodes), tuple(plan.victims)
+        n_nodes = self.cluster.n_nodes
+        if len(nodes) != k or len(set(nodes)) != k:
+            raise IllegalDecisionError(
+                f"Job {job.job_id!r} needs {k} distinct node(s); the plan names nodes {list(nodes)}"
+            )
+        for n in nodes:
+            if not (isinstance(n, (int, np.integer)) and 0 <= n < n_nodes):
+                raise IllegalDecisionError(f"Plan node {n!r} is not a node index in [0, {n_nodes})")
+        if len(set(victims)) != len(victims):
+            raise IllegalDecisionError(f"Plan names a victim more than once: {list(victims)}")
+        legal = {j.idx for c in request.candidates.values() for j in c}
+        for v in victims:
+            if v not in legal:
+                raise IllegalDecisionError(
+                    f"Job index {v!r} is not a preemption candidate for {job.job_id!r}; "
+                    f"candidates are {sorted(legal)}"
+                )
+        room = self.avail[list(nodes)].copy()
+        pos = {n: i for i, n in enumerate(nodes)}
+        for v in victims:
+            vj = self.jobs[v]
+            for n in vj.nodes:
+                if n in pos:
+                    room[pos[n]] += vj.member
+        short = np.flatnonzero(~(room >= job.member - EPS).all(axis=1))
+        if len(short):
+            n = nodes[int(short[0])]
+            raise IllegalDecisionError(
+                f"After preempting {list(victims)}, node {n} would offer {room[short[0]].tolist()} "
+                f"but job {job.job_id!r} needs {job.member.tolist()} there"
+            )
+
+    def _apply_plan(self, job: Job, plan: PreemptionPlan) -> None:
+        for v in plan.victims:
+            self._preempt(self.jobs[v])
+        nodes = tuple(int(n) for n in plan.nodes)
+        # Take the job out of its queue and hold its demand on the chosen nodes.
+        q = self._queues[job.shape]
+        q.remove(next(e for e in q if e[1] == job.idx))  # O(len) once per decision, not per event
+        heapq.heapify(q)
+        for n in nodes:
+            self.held[n] += job.member
+            self.avail[n] -= job.member
+        job.nodes = nodes
+        job.reserved = True
+        self._reserved.append(job.idx)
+
+    def _preempt(self, victim: Job) -> None:
+        now = self.now
+        self._close_segment(victim, now, "preempted")
+        progress = max(0.0, now - victim.run_start - victim.run_overhead)
+        victim.remaining = max(0.0, victim.remaining - progress)
+        victim.epoch += 1  # its completion event is now stale
+        victim.preemptions += 1
+        victim.state = JobState.PREEMPTING
+        victim.grace_time += victim.spec.grace_period
+        self.n_preemptions += 1
+        self._push(now + victim.spec.grace_period, _RELEASE, victim.idx, victim.epoch)

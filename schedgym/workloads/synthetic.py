@@ -1,0 +1,154 @@
+"""Seeded synthetic workloads.
+
+A :class:`SyntheticConfig` describes the distributions; :func:`generate` draws a workload from a numpy
+``Generator``. The ``paper`` preset is our reconstruction of the OpML'19 paper's synthetic workload, whose
+exact parameters are not published: its values were *calibrated* so that FIFO versus FitGpp on the
+``paper`` cluster lands near the paper's headline ratios (see README, "Reproducing the paper").
+
+How a job is drawn:
+- class TE with probability ``te_fraction``, else BE;
+- duration ~ lognormal(median, sigma), clipped to [min, max] (per class);
+- GPUs from a discrete distribution (per class); a request above ``gpus_per_node`` becomes a gang over
+  ``ceil(gpus / gpus_per_node)`` nodes;
+- CPUs = GPUs x a value drawn from ``cpus_per_gpu``; memory = GPUs x a value drawn from ``mem_per_gpu``;
+- grace period: BE ~ lognormal(``grace_median``, ``grace_sigma``) clipped to [``grace_min``, ``grace_max``],
+  rounded to whole seconds; TE jobs get ``te_grace`` (never used: TE jobs are not preempted).
+Arrivals are a Poisson process whose rate makes the offered GPU load (GPU-seconds per second over cluster
+GPUs) equal ``load`` for the jobs actually drawn.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from schedgym.errors import ConfigError, UnknownNameError
+from schedgym.sim.cluster import ClusterSpec
+from schedgym.sim.job import JobClass, JobSpec
+from schedgym.workloads.trace import Workload
+
+
+def _check_dist(name: str, dist: tuple[tuple[float, float], ...]) -> None:
+    if not dist:
+        raise ConfigError(f"Expected a non-empty distribution for {name}, got {dist!r}")
+    probs = [p for _, p in dist]
+    if any(p < 0 for p in probs) or not math.isclose(sum(probs), 1.0, abs_tol=1e-6):
+        raise ConfigError(f"Expected the probabilities of {name} to be >= 0 and sum to 1, got {probs}")
+    if any(v <= 0 for v, _ in dist):
+        raise ConfigError(f"Expected positive values in {name}, got {[v for v, _ in dist]}")
+
+
+@dataclass(frozen=True)
+class SyntheticConfig:
+    """Distributions of a synthetic workload. Times in seconds."""
+
+    n_jobs: int = 5000
+    """number of jobs drawn"""
+    load: float = 0.9
+    """offered GPU load relative to the cluster's GPUs"""
+    te_fraction: float = 0.5
+    """probability that a job is TE"""
+    te_duration_median: float = 900.0
+    te_duration_sigma: float = 0.8
+    te_duration_min: float = 60.0
+    te_duration_max: float = 3600.0
+    be_duration_median: float = 3 * 3600.0
+    be_duration_sigma: float = 1.0
+    be_duration_min: float = 600.0
+    be_duration_max: float = 48 * 3600.0
+    te_gpus: tuple[tuple[float, float], ...] = ((1, 0.7), (2, 0.2), (4, 0.1))
+    """(GPUs, probability) for TE jobs"""
+    be_gpus: tuple[tuple[float, float], ...] = ((1, 0.3), (2, 0.25), (4, 0.25), (8, 0.15), (16, 0.05))
+    """(GPUs, probability) for BE jobs"""
+    gpus_per_node: float = 8.0
+    """GPUs of one node: larger requests become gangs"""
+    cpus_per_gpu: tuple[tuple[float, float], ...] = ((4, 0.5), (8, 0.5))
+    mem_per_gpu: tuple[tuple[float, float], ...] = ((32, 0.5), (64, 0.5))
+    grace_median: float = 30.0
+    grace_sigma: float = 0.7
+    grace_min: float = 5.0
+    grace_max: float = 180.0
+    te_grace: float = 30.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.n_jobs, int) or self.n_jobs <= 0:
+            raise ConfigError(f"Expected n_jobs > 0, got {self.n_jobs!r}")
+        if not (0 < self.load < 10):
+            raise ConfigError(f"Expected 0 < load < 10, got {self.load!r}")
+        if not (0 <= self.te_fraction <= 1):
+            raise ConfigError(f"Expected 0 <= te_fraction <= 1, got {self.te_fraction!r}")
+        for cls in ("te", "be"):
+            lo, hi = getattr(self, f"{cls}_duration_min"), getattr(self, f"{cls}_duration_max")
+            med = getattr(self, f"{cls}_duration_median")
+            if not (0 < lo <= hi) or med <= 0:
+                raise ConfigError(f"Expected 0 < {cls}_duration_min <= {cls}_duration_max, got {lo!r}, {hi!r}")
+        if not (0 <= self.grace_min <= self.grace_max):
+            raise ConfigError(f"Expected 0 <= grace_min <= grace_max, got {self.grace_min!r}, {self.grace_max!r}")
+        for name in ("te_gpus", "be_gpus", "cpus_per_gpu", "mem_per_gpu"):
+            _check_dist(name, getattr(self, name))
+
+
+PRESETS: dict[str, SyntheticConfig] = {
+    "paper": SyntheticConfig(),
+}
+
+
+def _draw(rng: np.random.Generator, dist: tuple[tuple[float, float], ...], size: int) -> np.ndarray:
+    values = np.array([v for v, _ in dist], dtype=np.float64)
+    probs = np.array([p for _, p in dist], dtype=np.float64)
+    return values[rng.choice(len(values), size=size, p=probs / probs.sum())]
+
+
+def _lognormal(rng: np.random.Generator, median: float, sigma: float, lo: float, hi: float, size: int) -> np.ndarray:
+    return np.clip(rng.lognormal(math.log(median), sigma, size=size), lo, hi)
+
+
+def generate(config: SyntheticConfig, cluster: ClusterSpec, rng: np.random.Generator, name: str = "synthetic") -> Workload:
+    """Draw one workload. Same config, cluster and generator state give the same jobs."""
+    n = config.n_jobs
+    is_te = rng.random(n) < config.te_fraction
+    dur = np.where(
+        is_te,
+        _lognormal(rng, config.te_duration_median, config.te_duration_sigma, config.te_duration_min, config.te_duration_max, n),
+        _lognormal(rng, config.be_duration_median, config.be_duration_sigma, config.be_duration_min, config.be_duration_max, n),
+    )
+    dur = np.round(dur)
+    gpus = np.where(is_te, _draw(rng, config.te_gpus, n), _draw(rng, config.be_gpus, n))
+    cpus = gpus * _draw(rng, config.cpus_per_gpu, n)
+    mem = gpus * _draw(rng, config.mem_per_gpu, n)
+    grace = np.round(
+        _lognormal(rng, config.grace_median, config.grace_sigma, config.grace_min, config.grace_max, n)
+    )
+    grace = np.where(is_te, config.te_grace, grace)
+    nodes = np.maximum(1, np.ceil(gpus / config.gpus_per_node)).astype(int)
+    total_gpus = float(cluster.total[0])
+    if total_gpus <= 0:
+        raise ConfigError(f"Synthetic workloads need a cluster with GPUs; {cluster.name!r} has none")
+    rate = config.load * total_gpus / float((gpus * dur).mean())  # jobs per second
+    submit = np.round(np.cumsum(rng.exponential(1.0 / rate, size=n)), 3)
+    jobs = tuple(
+        JobSpec(
+            job_id=f"j{i}",
+            submit_time=float(submit[i]),
+            duration=float(dur[i]),
+            gpus=float(gpus[i]),
+            cpus=float(cpus[i]),
+            mem_gb=float(mem[i]),
+            nodes=int(nodes[i]),
+            job_class=JobClass.TE if is_te[i] else JobClass.BE,
+            grace_period=float(grace[i]),
+        )
+        for i in range(n)
+    )
+    return Workload(jobs, name=name)
+
+
+def preset(name: str, **overrides: object) -> SyntheticConfig:
+    """A named preset, optionally with fields replaced (``preset("paper", n_jobs=500)``)."""
+    try:
+        base = PRESETS[name]
+    except KeyError:
+        raise UnknownNameError(f"Unknown workload {name!r}; expected one of {sorted(PRESETS)}") from None
+    return replace(base, **overrides) if overrides else base

@@ -1,0 +1,208 @@
+"""The trace file format: one CSV row per job.
+
+Columns (header required, any order, extra columns ignored):
+
+============== ======== ===========================================================================
+column         required meaning
+============== ======== ===========================================================================
+job_id         yes      unique identifier (text)
+submit_time    yes      seconds, >= 0
+duration       yes      seconds of work when running, > 0
+gpus           yes      total GPUs, >= 0 (fractions allowed)
+class          yes      ``TE`` or ``BE`` (case-insensitive)
+cpus           no       total CPUs, >= 0; default 0
+mem_gb         no       total memory in GB, >= 0; default 0
+nodes          no       gang size k >= 1 (each node holds 1/k of the demand); default 1
+grace_period   no       seconds a preempted job keeps its resources, >= 0; default 30
+============== ======== ===========================================================================
+
+A malformed file is rejected whole with a :class:`~schedgym.errors.TraceError` naming file, line, column
+and value: nothing is dropped or repaired silently.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from schedgym.errors import TraceError
+from schedgym.sim.cluster import ClusterSpec
+from schedgym.sim.job import JobClass, JobSpec
+
+REQUIRED_COLUMNS = ("job_id", "submit_time", "duration", "gpus", "class")
+OPTIONAL_DEFAULTS: dict[str, float] = {"cpus": 0.0, "mem_gb": 0.0, "nodes": 1, "grace_period": 30.0}
+COLUMNS = ("job_id", "submit_time", "duration", "gpus", "cpus", "mem_gb", "nodes", "class", "grace_period")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A list of jobs and where they came from (for error messages that point into the file)."""
+
+    jobs: tuple[JobSpec, ...]
+    name: str = "workload"
+    path: str | None = None
+    lines: tuple[int, ...] | None = None  # file line of each job, when read from a file
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+    def check_fits(self, cluster: ClusterSpec) -> None:
+        """Raise a :class:`TraceError` for the first job that can never run on ``cluster``."""
+        cap = cluster.capacity
+        for i, job in enumerate(self.jobs):
+            member = np.array(job.member_demand)
+            fits = (cap >= member - 1e-9).all(axis=1)
+            if int(fits.sum()) >= job.nodes:
+                continue
+            line = self.lines[i] if self.lines else None
+            where = dict(path=self.path, line=line) if self.path else dict(line=line)
+            if job.nodes > cluster.n_nodes:
+                raise TraceError(
+                    f"job {job.job_id!r} needs {job.nodes} nodes but cluster {cluster.name!r} has {cluster.n_nodes}",
+                    column="nodes",
+                    value=job.nodes,
+                    **where,
+                )
+            for r, col in enumerate(("gpus", "cpus", "mem_gb")):
+                if member[r] > cap[:, r].max() + 1e-9:
+                    raise TraceError(
+                        f"job {job.job_id!r} is larger than every node of cluster {cluster.name!r} "
+                        f"({col} per node: needs {member[r]:g}, largest node has {cap[:, r].max():g})",
+                        column=col,
+                        value=getattr(job, col),
+                        **where,
+                    )
+            raise TraceError(
+                f"job {job.job_id!r} needs {job.nodes} nodes that each offer {member.tolist()}, "
+                f"and cluster {cluster.name!r} has only {int(fits.sum())}",
+                column="nodes",
+                value=job.nodes,
+                **where,
+            )
+
+
+def _number(raw: str | None, *, path: str, line: int, column: str, minimum: float, strict: bool = False) -> float:
+    if raw is None or raw.strip() == "":
+        raise TraceError("missing value", path=path, line=line, column=column, value=raw)
+    try:
+        value = float(raw)
+    except ValueError:
+        raise TraceError("expected a number", path=path, line=line, column=column, value=raw) from None
+    if not math.isfinite(value):
+        raise TraceError("expected a finite number", path=path, line=line, column=column, value=raw)
+    if value < minimum or (strict and value == minimum):
+        op = ">" if strict else ">="
+        raise TraceError(f"expected a number {op} {minimum:g}", path=path, line=line, column=column, value=raw)
+    return value
+
+
+def load_trace(path: str | Path, name: str | None = None) -> Workload:
+    """Read and validate a trace CSV (see the module docstring for the columns)."""
+    path = str(path)
+    try:
+        fh = open(path, newline="", encoding="utf-8")
+    except OSError as exc:
+        raise TraceError(f"cannot open trace: {exc.strerror}", path=path) from None
+    jobs: list[JobSpec] = []
+    lines: list[int] = []
+    first_line: dict[str, int] = {}
+    with fh:
+        reader = csv.DictReader(fh)
+        header = reader.fieldnames
+        if not header:
+            raise TraceError("empty file: expected a header row", path=path, line=1)
+        header = [h.strip() for h in header]
+        reader.fieldnames = header
+        for col in REQUIRED_COLUMNS:
+            if col not in header:
+                raise TraceError(f"missing required column '{col}' (header is {header})", path=path, line=1)
+        try:
+            for row in reader:
+                line = reader.line_num
+                if None in row:
+                    raise TraceError(
+                        f"expected {len(header)} fields, got {len(header) + len(row[None])}", path=path, line=line
+                    )
+                missing = [c for c in header if row.get(c) is None]
+                if missing:
+                    raise TraceError(f"expected {len(header)} fields, row is short", path=path, line=line)
+                job_id = row["job_id"].strip()
+                if not job_id:
+                    raise TraceError("empty job_id", path=path, line=line, column="job_id", value=row["job_id"])
+                if job_id in first_line:
+                    raise TraceError(
+                        f"duplicate job_id (first seen on line {first_line[job_id]})",
+                        path=path,
+                        line=line,
+                        column="job_id",
+                        value=job_id,
+                    )
+                first_line[job_id] = line
+                kw = dict(path=path, line=line)
+                submit = _number(row["submit_time"], column="submit_time", minimum=0.0, **kw)
+                duration = _number(row["duration"], column="duration", minimum=0.0, strict=True, **kw)
+                gpus = _number(row["gpus"], column="gpus", minimum=0.0, **kw)
+                opt = {}
+                for col in ("cpus", "mem_gb", "grace_period"):
+                    raw = row.get(col)
+                    if raw is None or raw.strip() == "":
+                        opt[col] = float(OPTIONAL_DEFAULTS[col])
+                    else:
+                        opt[col] = _number(raw, column=col, minimum=0.0, **kw)
+                raw_nodes = row.get("nodes")
+                nodes = 1
+                if raw_nodes is not None and raw_nodes.strip() != "":
+                    n = _number(raw_nodes, column="nodes", minimum=1.0, **kw)
+                    if n != int(n):
+                        raise TraceError("expected a whole number of nodes", column="nodes", value=raw_nodes, **kw)
+                    nodes = int(n)
+                raw_class = row["class"].strip().upper()
+                if raw_class not in ("TE", "BE"):
+                    raise TraceError("unknown class, expected TE or BE", column="class", value=row["class"], **kw)
+                if gpus + opt["cpus"] + opt["mem_gb"] <= 0:
+                    raise TraceError("job requests no resources (gpus, cpus and mem_gb are all 0)", **kw)
+                jobs.append(
+                    JobSpec(
+                        job_id=job_id,
+                        submit_time=submit,
+                        duration=duration,
+                        gpus=gpus,
+                        cpus=opt["cpus"],
+                        mem_gb=opt["mem_gb"],
+                        nodes=nodes,
+                        job_class=JobClass[raw_class],
+                        grace_period=opt["grace_period"],
+                    )
+                )
+                lines.append(line)
+        except csv.Error as exc:
+            raise TraceError(f"CSV syntax error: {exc}", path=path, line=reader.line_num) from None
+    if not jobs:
+        raise TraceError("the trace holds no jobs", path=path)
+    return Workload(tuple(jobs), name=name or Path(path).stem, path=path, lines=tuple(lines))
+
+
+def save_trace(path: str | Path, jobs: Iterable[JobSpec]) -> None:
+    """Write jobs in the trace format (readable by :func:`load_trace`)."""
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(COLUMNS)
+        for j in jobs:
+            w.writerow(
+                [
+                    j.job_id,
+                    repr(j.submit_time),
+                    repr(j.duration),
+                    repr(j.gpus),
+                    repr(j.cpus),
+                    repr(j.mem_gb),
+                    j.nodes,
+                    j.job_class.name,
+                    repr(j.grace_period),
+                ]
+            )
