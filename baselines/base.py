@@ -8,6 +8,9 @@ Preemptive baselines share one template (:class:`NodeByNodePolicy`): each node i
 (which victims would make room there, and at what score); the ``k`` best nodes are taken for a job with
 ``k`` gang members, and the plan is the union of their victim sets. Nodes that already have room cost
 nothing and are always preferred. Subclasses implement only ``_evaluate_node``.
+
+Resource vectors here are plain ``(gpus, cpus, mem_gb)`` tuples: with three components, scalar Python
+is several times faster than numpy, and policies are on the simulator's hot path.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from schedgym.sim.job import Job
 from schedgym.sim.policy import DECLINE, PreemptionPlan, PreemptionRequest, QueueDiscipline
 
 EPS = 1e-9
+Vec = tuple[float, float, float]
 
 
 class Policy:
@@ -53,23 +57,28 @@ class Policy:
         return f"{type(self).__name__}()"
 
 
-def covers(have: np.ndarray, need: np.ndarray) -> bool:
-    return bool((have >= need - EPS).all())
+def covers(have: Sequence[float], need: Sequence[float]) -> bool:
+    """True if ``have`` is at least ``need`` in every resource."""
+    return have[0] >= need[0] - EPS and have[1] >= need[1] - EPS and have[2] >= need[2] - EPS
 
 
-def total_member(victims: Sequence[Job]) -> np.ndarray:
-    out = np.zeros(3)
+def total_demand(victims: Sequence[Job]) -> Vec:
+    """Per-node resources the victims free on a node they share."""
+    g = c = m = 0.0
     for v in victims:
-        out += v.member
-    return out
+        d = v.demand
+        g += d[0]
+        c += d[1]
+        m += d[2]
+    return (g, c, m)
 
 
-def prune(victims: list[Job], deficit: np.ndarray) -> list[Job]:
+def prune(victims: list[Job], deficit: Vec) -> list[Job]:
     """Drop victims, last chosen first, that are not needed to cover ``deficit`` (fewer preemptions)."""
     kept = list(victims)
     for v in reversed(victims):
         rest = [u for u in kept if u is not v]
-        if covers(total_member(rest), deficit):
+        if covers(total_demand(rest), deficit):
             kept = rest
     return kept
 
@@ -80,21 +89,25 @@ class NodeByNodePolicy(Policy):
     preempts = True
 
     def _decide(self, request: PreemptionRequest) -> PreemptionPlan:
-        need = request.demand
+        need = request.job.demand
         k = request.n_nodes_needed
         options: list[tuple[tuple, int, list[Job]]] = []
-        for n in range(len(request.avail)):
-            deficit = np.maximum(need - request.avail[n], 0.0)
-            if not (deficit > EPS).any():
-                options.append(((float("-inf"),), n, []))
-                continue
-            cands = request.candidates.get(n)
-            if not cands or not covers(total_member(cands), deficit):
+        avail = request.avail.tolist()
+        for n, cands in request.candidates.items():
+            a = avail[n]
+            deficit = (max(need[0] - a[0], 0.0), max(need[1] - a[1], 0.0), max(need[2] - a[2], 0.0))
+            if covers((0.0, 0.0, 0.0), deficit):
+                continue  # room without preemption: only a gang gets here, handled below
+            if not covers(total_demand(cands), deficit):
                 continue
             evaluated = self._evaluate_node(request, n, deficit, cands)
             if evaluated is not None:
                 score, victims = evaluated
                 options.append((score, n, victims))
+        if k > 1:
+            # A gang may use nodes that already have room (at no cost) for some of its members.
+            for n in np.flatnonzero((request.avail >= request.job.member - EPS).all(axis=1)).tolist():
+                options.append(((float("-inf"),), n, []))
         if len(options) < k:
             return DECLINE
         options.sort(key=lambda o: (o[0], o[1]))
@@ -109,10 +122,10 @@ class NodeByNodePolicy(Policy):
         return PreemptionPlan(nodes=tuple(n for _, n, _ in chosen), victims=tuple(victims))
 
     def _evaluate_node(
-        self, request: PreemptionRequest, node: int, deficit: np.ndarray, candidates: list[Job]
+        self, request: PreemptionRequest, node: int, deficit: Vec, candidates: list[Job]
     ) -> tuple[tuple, list[Job]] | None:
         """Return ``(score, victims)`` for making room on ``node`` (lower score is better), or None.
 
-        ``candidates`` together are known to cover ``deficit``.
+        ``deficit`` (> 0 in some resource) is what the node lacks; ``candidates`` together cover it.
         """
         raise NotImplementedError

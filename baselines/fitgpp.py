@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
-from baselines.base import EPS, NodeByNodePolicy, covers, prune, total_member
+from baselines.base import NodeByNodePolicy, Vec, covers, prune, total_demand
 from schedgym.errors import ConfigError
 from schedgym.sim.job import Job
 from schedgym.sim.policy import PreemptionRequest, QueueDiscipline
@@ -60,50 +58,70 @@ class FitGpp(NodeByNodePolicy):
         self.grace_scale = float(grace_scale)
         self.order = order
         self.rank = rank
+        self._cap_source: object = None
+        self._caps: list[tuple[float, ...]] = []
 
     def __repr__(self) -> str:
         return f"FitGpp(lam={self.lam}, grace_scale={self.grace_scale}, order={self.order!r}, rank={self.rank!r})"
 
     def _evaluate_node(
-        self, request: PreemptionRequest, node: int, deficit: np.ndarray, candidates: list[Job]
+        self, request: PreemptionRequest, node: int, deficit: Vec, candidates: list[Job]
     ) -> tuple[tuple, list[Job]] | None:
-        cap = np.where(request.capacity[node] > 0, request.capacity[node], 1.0)
+        if request.capacity_rows is not self._cap_source:  # normalisers, computed once per cluster
+            self._cap_source = request.capacity_rows
+            self._caps = [tuple(c if c > 0 else 1.0 for c in row) for row in request.capacity_rows]
+        cap = self._caps[node]
         if self.order == "fit":
             victims = _greedy_fit(deficit, candidates, cap)
         else:
             victims = []
             for c in sorted(candidates, key=lambda j: (j.spec.grace_period, j.idx)):
                 victims.append(c)
-                if covers(total_member(victims), deficit):
+                if covers(total_demand(victims), deficit):
                     break
-        victims = prune(victims, deficit)
-        freed = np.zeros(3)
+        if len(victims) > 1:
+            victims = prune(victims, deficit)
+        f0 = f1 = f2 = 0.0
         for v in victims:
-            freed += v.member * v.spec.nodes
-        fitness = float(np.linalg.norm((freed - deficit) / cap))
+            k = v.spec.nodes  # a gang victim frees its share on every node it holds
+            d = v.demand
+            f0 += d[0] * k
+            f1 += d[1] * k
+            f2 += d[2] * k
+        fitness = _norm((f0, f1, f2), deficit, cap)
         max_grace = max(v.spec.grace_period for v in victims)
         if self.rank == "grace":
             return (max_grace, fitness, len(victims)), victims
         return (fitness + self.lam * max_grace / self.grace_scale, len(victims)), victims
 
 
-def _greedy_fit(deficit: np.ndarray, candidates: list[Job], cap: np.ndarray) -> list[Job]:
+def _norm(have: Vec, need: Vec, cap: Vec) -> float:
+    """L2 norm of (have - need) / cap."""
+    x = (have[0] - need[0]) / cap[0]
+    y = (have[1] - need[1]) / cap[1]
+    z = (have[2] - need[2]) / cap[2]
+    return math.sqrt(x * x + y * y + z * z)
+
+
+def _greedy_fit(deficit: Vec, candidates: list[Job], cap: Vec) -> list[Job]:
     pool = list(candidates)
-    missing = deficit.copy()
+    missing = deficit
     chosen: list[Job] = []
-    while (missing > EPS).any() and pool:
-        singles = [c for c in pool if covers(c.member, missing)]
+    while pool and not covers((0.0, 0.0, 0.0), missing):
+        singles = [c for c in pool if covers(c.demand, missing)]
         if singles:
-            best = min(
-                singles,
-                key=lambda c: (float(np.linalg.norm((c.member - missing) / cap)), c.spec.grace_period, c.idx),
-            )
+            best = min(singles, key=lambda c: (_norm(c.demand, missing, cap), c.spec.grace_period, c.idx))
         else:
             best = max(
                 pool,
-                key=lambda c: (float((np.minimum(c.member, missing) / cap).sum()), -c.spec.grace_period, -c.idx),
+                key=lambda c: (
+                    sum(min(d, m) / cp for d, m, cp in zip(c.demand, missing, cap)),
+                    -c.spec.grace_period,
+                    -c.idx,
+                ),
             )
         chosen.append(best)
         pool.remove(best)
-        missing = np.maximum(missing - best.member, 0.0)
+        d = best.demand
+        missing = (max(missing[0] - d[0], 0.0), max(missing[1] - d[1], 0.0), max(missing[2] - d[2], 0.0))
     return chosen

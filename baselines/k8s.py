@@ -8,9 +8,7 @@ victims, then the node whose earliest-started victim started latest, then node o
 
 from __future__ import annotations
 
-import numpy as np
-
-from baselines.base import NodeByNodePolicy, covers, total_member
+from baselines.base import NodeByNodePolicy, Vec, covers, total_demand
 from schedgym.sim.job import Job
 from schedgym.sim.policy import PreemptionRequest, QueueDiscipline
 
@@ -22,12 +20,12 @@ class K8s(NodeByNodePolicy):
     queue = QueueDiscipline.PRIORITY
 
     def _evaluate_node(
-        self, request: PreemptionRequest, node: int, deficit: np.ndarray, candidates: list[Job]
+        self, request: PreemptionRequest, node: int, deficit: Vec, candidates: list[Job]
     ) -> tuple[tuple, list[Job]] | None:
         victims = list(candidates)
         for c in sorted(candidates, key=lambda j: (j.run_start, j.idx)):
             rest = [v for v in victims if v is not c]
-            if covers(total_member(rest), deficit):
+            if covers(total_demand(rest), deficit):
                 victims = rest
         earliest = min(v.run_start for v in victims)
         return (len(victims), -earliest), victims

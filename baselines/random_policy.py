@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from baselines.base import NodeByNodePolicy, covers
+from baselines.base import NodeByNodePolicy, Vec, covers, total_demand
 from schedgym.sim.job import Job
 from schedgym.sim.policy import PreemptionRequest, QueueDiscipline
 
@@ -19,13 +19,11 @@ class RandomPreemption(NodeByNodePolicy):
         self.rng = np.random.default_rng(0)
 
     def _evaluate_node(
-        self, request: PreemptionRequest, node: int, deficit: np.ndarray, candidates: list[Job]
+        self, request: PreemptionRequest, node: int, deficit: Vec, candidates: list[Job]
     ) -> tuple[tuple, list[Job]] | None:
         victims: list[Job] = []
-        freed = np.zeros(3)
-        for i in self.rng.permutation(len(candidates)):
-            victims.append(candidates[int(i)])
-            freed += candidates[int(i)].member
-            if covers(freed, deficit):
+        for i in self.rng.permutation(len(candidates)).tolist():
+            victims.append(candidates[i])
+            if covers(total_demand(victims), deficit):
                 break
         return (float(self.rng.random()),), victims

@@ -68,7 +68,8 @@ class Job:
     idx: int
     spec: JobSpec
     member: np.ndarray  # per-node demand, shape (3,)
-    shape: tuple  # (class, per-node demand, nodes): jobs of one shape fit or fail together
+    demand: tuple[float, float, float]  # the same as plain floats, for cheap scalar arithmetic in policies
+    shape: int  # id of (class, per-node demand, nodes): jobs of one shape fit or fail together
     state: JobState = JobState.NOT_SUBMITTED
     remaining: float = 0.0  # seconds of work left, excluding restart overhead
     preemptions: int = 0

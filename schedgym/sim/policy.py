@@ -41,6 +41,8 @@ class PreemptionRequest:
         candidates: for each node index, the preemptible jobs that run there (RUNNING, class BE, fewer
             than ``max_preemptions`` preemptions), in order of job index. Only nodes with at least one
             candidate appear. A gang candidate appears on each of its nodes.
+        capacity_rows: ``capacity`` as nested Python lists (scalar arithmetic on three numbers is
+            cheaper in plain Python than in numpy).
     """
 
     job: Job
@@ -48,6 +50,7 @@ class PreemptionRequest:
     avail: np.ndarray
     capacity: np.ndarray
     candidates: dict[int, list[Job]]
+    capacity_rows: list[list[float]]
 
     @property
     def demand(self) -> np.ndarray:

@@ -106,6 +106,7 @@ class Simulator:
         self.preemption = preemption
         self.capacity = cluster.capacity
         self.capacity.setflags(write=False)
+        self._capacity_rows = self.capacity.tolist()
         self.free = self.capacity.copy()  # capacity minus resources held by RUNNING/PREEMPTING jobs
         self.held = np.zeros_like(self.free)  # promised to reserved TE jobs
         self.avail = self.free.copy()  # free - held: what an unreserved job may use
@@ -114,10 +115,20 @@ class Simulator:
         self.now = 0.0
         self.jobs: list[Job] = []
         self._running_on: list[set[int]] = [set() for _ in cluster.nodes]
+        # Preemption candidates per node, kept up to date so that a decision does not scan every job.
+        self._cand_on: list[set[int]] = [set() for _ in cluster.nodes]
         self._events: list[tuple] = []
         self._seq = itertools.count()
-        self._queues: dict[tuple, list[tuple]] = {}  # shape -> heap of (queue key, job idx)
-        self._blocked: set[tuple] = set()  # shapes known not to fit until resources are freed
+        self._queues: dict[int, list[tuple]] = {}  # shape id -> heap of (queue key, job idx)
+        self._blocked: set[int] = set()  # shape ids known not to fit until resources are freed
+        self._nonempty: set[int] = set()  # shape ids with at least one queued job
+        self._unknown: set[int] = set()  # nonempty shapes not known to be blocked
+        self._n_te_queued = 0  # TE jobs in the queues (reserved ones are not queued)
+        self._n_te_declined = 0  # ... of which declined at the current version (owed no offer yet)
+        shape_ids: dict[tuple, int] = {}
+        shape_rows: list[list[float]] = []
+        self._shape_te: list[bool] = []
+        self._shape_k: list[int] = []
         self._reserved: list[int] = []  # TE jobs waiting for their victims' grace periods
         self._version = 0  # bumped when a declined TE job might now succeed (resources or candidates)
         self._in_pass = False
@@ -135,17 +146,28 @@ class Simulator:
                 raise ImpossibleJobError(f"Duplicate job_id {spec.job_id!r}")
             seen.add(spec.job_id)
             member = np.array(spec.member_demand, dtype=np.float64)
-            if spec.nodes > cluster.n_nodes or not self._fits_somewhere(member, spec.nodes):
+            key = (int(spec.job_class), tuple(member.tolist()), spec.nodes)
+            shape = shape_ids.get(key)
+            if shape is None and not self._fits_somewhere(member, spec.nodes):
                 raise ImpossibleJobError(
                     f"Job {spec.job_id!r} can never run: it needs {spec.nodes} node(s) with "
                     f"gpus={member[0]:g}, cpus={member[1]:g}, mem_gb={member[2]:g} each, but the largest node "
                     f"offers gpus={max_member[0]:g}, cpus={max_member[1]:g}, mem_gb={max_member[2]:g}"
                 )
-            shape = (int(spec.job_class), tuple(member.tolist()), spec.nodes)
-            job = Job(idx=i, spec=spec, member=member, shape=shape, remaining=float(spec.duration))
+            if shape is None:
+                shape = shape_ids[key] = len(shape_rows)
+                shape_rows.append(member.tolist())
+                self._shape_te.append(spec.job_class == JobClass.TE)
+                self._shape_k.append(spec.nodes)
+            job = Job(
+                idx=i, spec=spec, member=member, demand=key[1], shape=shape, remaining=float(spec.duration)
+            )
             member.setflags(write=False)
             self.jobs.append(job)
             self._push(spec.submit_time, _ARRIVE, i, 0)
+        self._shape_demand = np.array(shape_rows, dtype=np.float64).reshape(-1, 3)
+        self._shape_rows = [tuple(r) for r in shape_rows]
+        self._shape_k_arr = np.array(self._shape_k, dtype=np.int64)
 
     # ------------------------------------------------------------------ public driving interface
     def advance(self) -> PreemptionRequest | None:
@@ -175,6 +197,7 @@ class Simulator:
             if plan.victims:
                 raise IllegalDecisionError(f"A plan with victims {plan.victims} must name the nodes to use")
             job.declined_version = self._version
+            self._n_te_declined += 1
         else:
             self._check_plan(request, plan)
             self._apply_plan(job, plan)
@@ -204,21 +227,9 @@ class Simulator:
 
     # ------------------------------------------------------------------ read-only helpers for policies
     def candidates(self) -> dict[int, list[Job]]:
-        """Preemptible jobs per node (RUNNING, BE, fewer than max_preemptions preemptions)."""
-        cap = self.config.max_preemptions
+        """Preemptible jobs per node (RUNNING, BE, fewer than max_preemptions preemptions), by job index."""
         jobs = self.jobs
-        out: dict[int, list[Job]] = {}
-        for n, running in enumerate(self._running_on):
-            c = [
-                jobs[i]
-                for i in sorted(running)
-                if jobs[i].state == JobState.RUNNING
-                and jobs[i].spec.job_class == JobClass.BE
-                and jobs[i].preemptions < cap
-            ]
-            if c:
-                out[n] = c
-        return out
+        return {n: [jobs[i] for i in sorted(c)] for n, c in enumerate(self._cand_on) if c}
 
     def running_on(self, node: int) -> frozenset[int]:
         return frozenset(self._running_on[node])
@@ -228,7 +239,7 @@ class Simulator:
         """(TE, BE) jobs pending, reserved TE jobs included."""
         counts = [0, 0]
         for shape, q in self._queues.items():
-            counts[shape[0]] += len(q)
+            counts[0 if self._shape_te[shape] else 1] += len(q)
         counts[0] += len(self._reserved)
         return counts[0], counts[1]
 
@@ -270,6 +281,11 @@ class Simulator:
         if q is None:
             self._queues[job.shape] = q = []
         heapq.heappush(q, (key, job.idx))
+        self._nonempty.add(job.shape)
+        if job.shape not in self._blocked:
+            self._unknown.add(job.shape)
+        if self._shape_te[job.shape]:
+            self._n_te_queued += 1
 
     def _release(self, job: Job) -> None:
         m = job.member
@@ -277,8 +293,35 @@ class Simulator:
             self.free[n] += m
             self.avail[n] += m
             self._running_on[n].discard(job.idx)
-        self._blocked.clear()
+            self._cand_on[n].discard(job.idx)
+        if self._blocked:
+            # Only these nodes gained room, so a blocked shape can fit now only if it fits on one of them.
+            # Scalar Python: a handful of shapes against one or two nodes is cheaper than a numpy call.
+            rows = [self.avail[n].tolist() for n in job.nodes]
+            demand = self._shape_rows
+            for shape in list(self._blocked):
+                d0, d1, d2 = demand[shape]
+                for a in rows:
+                    if a[0] >= d0 - EPS and a[1] >= d1 - EPS and a[2] >= d2 - EPS:
+                        self._blocked.discard(shape)
+                        if shape in self._nonempty:
+                            self._unknown.add(shape)
+                        break
+        self._bump_version()
+
+    def _bump_version(self) -> None:
         self._version += 1
+        self._n_te_declined = 0
+
+    def _dequeued(self, job: Job) -> None:
+        """Bookkeeping for a job that leaves its queue (started, or reserved)."""
+        if not self._queues[job.shape]:
+            self._nonempty.discard(job.shape)
+            self._unknown.discard(job.shape)
+        if self._shape_te[job.shape]:
+            self._n_te_queued -= 1
+            if job.declined_version == self._version:
+                self._n_te_declined -= 1
 
     # ------------------------------------------------------------------ scheduling pass
     def _schedule_pass(self) -> PreemptionRequest | None:
@@ -293,40 +336,61 @@ class Simulator:
         blocked = self._blocked
         backfill = self.config.backfill
         offer_te = self.preemption
-        heap = []
-        for shape, q in queues.items():
-            if not q:
-                continue
-            if backfill and shape in blocked and not (offer_te and shape[0] == JobClass.TE):
-                continue  # cannot fit, and nobody would be offered for preemption
-            heap.append((q[0][0], shape))
+        shape_te = self._shape_te
+        nonempty = self._nonempty
+        offers_owed = offer_te and self._n_te_queued > self._n_te_declined
+        if not self._unknown and backfill and not offers_owed:
+            return None  # nothing can start and nobody is owed an offer
+        unknown = list(self._unknown)
+        rows: dict[int, int] = {}
+        if unknown:
+            # One (shapes x nodes) fit matrix for every shape not known to be blocked. A start changes
+            # only its own nodes' columns, so the matrix is patched there instead of recomputed.
+            rows = {shape: r for r, shape in enumerate(unknown)}
+            demand = self._shape_demand[np.array(unknown)][:, None, :] - EPS
+            fit = (self.avail[None, :, :] >= demand).all(axis=2)
+            k_arr = self._shape_k_arr[np.array(unknown)]
+            alive = fit.sum(axis=1) >= k_arr
+            newly = [unknown[r] for r in np.flatnonzero(~alive).tolist()]
+            blocked.update(newly)
+            self._unknown.difference_update(newly)
+        if not backfill:
+            considered = nonempty  # strict order: blocked shapes still block the ones behind them
+        elif offers_owed:
+            considered = [sh for sh in nonempty if sh not in blocked or shape_te[sh]]
+        else:
+            considered = [sh for sh in unknown if sh not in blocked]
+        heap = [(queues[shape][0][0], shape) for shape in considered]
         if not heap:
             return None
         heapq.heapify(heap)
-        skipped: list[tuple[tuple, tuple]] = []  # (shape, entry) popped for offering, restored below
-        request = None
+        skipped: list[tuple[int, tuple]] = []  # (shape, entry) popped for offering, restored below
         try:
             while heap:
                 _, shape = heapq.heappop(heap)
                 q = queues[shape]
                 _, idx = q[0]
                 job = self.jobs[idx]
+                is_te = shape_te[shape]
                 if shape not in blocked:
-                    nodes = self._place(job.member, job.spec.nodes)
+                    nodes = self._place(job.member, job.spec.nodes, fit[rows[shape]])
                     if nodes is not None:
                         heapq.heappop(q)
+                        self._dequeued(job)
                         self._start(job, nodes)
+                        cols = list(nodes)
+                        fit[:, cols] = (self.avail[cols][None, :, :] >= demand).all(axis=2)
                         if q:
                             heapq.heappush(heap, (q[0][0], shape))
                         continue
                     blocked.add(shape)
+                    self._unknown.discard(shape)
                 # The head of this shape cannot be placed.
-                if offer_te and shape[0] == JobClass.TE and job.declined_version != self._version:
-                    request = self._make_request(job)
-                    return request
+                if offer_te and is_te and job.declined_version != self._version:
+                    return self._make_request(job)
                 if not backfill:
                     return None  # strict head-of-line blocking
-                if offer_te and shape[0] == JobClass.TE:
+                if offer_te and is_te:
                     # Later TE jobs of a blocked shape are still owed an offer; look past this one.
                     skipped.append((shape, heapq.heappop(q)))
                     if q:
@@ -336,30 +400,28 @@ class Simulator:
             for shape, entry in skipped:
                 heapq.heappush(queues[shape], entry)
 
-    def _place(self, member: np.ndarray, k: int) -> tuple[int, ...] | None:
-        avail = self.avail
-        fits = (avail >= member - EPS).all(axis=1)
-        idx = np.flatnonzero(fits)
+    def _place(self, member: np.ndarray, k: int, fits: np.ndarray) -> tuple[int, ...] | None:
+        """Nodes for a job whose per-node fit is ``fits`` (bool per node), or None if fewer than ``k``."""
+        idx = fits.nonzero()[0]
         if len(idx) < k:
             return None
         if self.config.placement == "first-fit" or len(idx) == k:
             return tuple(idx[:k].tolist())
-        left = avail[idx] - member
+        left = self.avail[idx] - member
         if k == 1:
             # Lexicographic min over (gpus, cpus, mem) left, then node order, without a full sort.
             for r in range(3):
                 col = left[:, r]
-                best = col.min()
-                keep = col <= best + EPS
+                keep = col <= col.min() + EPS
                 if keep.sum() == 1:
-                    return (int(idx[np.argmax(keep)]),)
+                    return (int(idx[keep.argmax()]),)
                 idx, left = idx[keep], left[keep]
             return (int(idx[0]),)
         order = np.lexsort((idx, left[:, 2], left[:, 1], left[:, 0]))
         return tuple(idx[order[:k]].tolist())
 
     def _fits_somewhere(self, member: np.ndarray, k: int) -> bool:
-        return int((self.capacity >= member - EPS).all(axis=1).sum()) >= k
+        return k <= len(self.capacity) and int((self.capacity >= member - EPS).all(axis=1).sum()) >= k
 
     def _start(self, job: Job, nodes: tuple[int, ...]) -> None:
         m = job.member
@@ -367,6 +429,9 @@ class Simulator:
             self.free[n] -= m
             self.avail[n] -= m
             self._running_on[n].add(job.idx)
+        if job.spec.job_class == JobClass.BE and job.preemptions < self.config.max_preemptions:
+            for n in nodes:
+                self._cand_on[n].add(job.idx)
         now = self.now
         job.nodes = nodes
         job.state = JobState.RUNNING
@@ -377,7 +442,7 @@ class Simulator:
         job.epoch += 1
         self._push(now + job.run_overhead + job.remaining, _COMPLETE, job.idx, job.epoch)
         if job.spec.job_class == JobClass.BE:
-            self._version += 1  # a new preemption candidate
+            self._bump_version()  # a new preemption candidate
 
     def _start_ready_reservations(self) -> None:
         still = []
@@ -407,7 +472,12 @@ class Simulator:
     def _make_request(self, job: Job) -> PreemptionRequest:
         cap = self.capacity
         return PreemptionRequest(
-            job=job, now=self.now, avail=self._avail_view, capacity=cap, candidates=self.candidates()
+            job=job,
+            now=self.now,
+            avail=self._avail_view,
+            capacity=cap,
+            candidates=self.candidates(),
+            capacity_rows=self._capacity_rows,
         )
 
     def _check_plan(self, request: PreemptionRequest, plan: PreemptionPlan) -> None:
@@ -424,7 +494,7 @@ class Simulator:
                 raise IllegalDecisionError(f"Plan node {n!r} is not a node index in [0, {n_nodes})")
         if len(set(victims)) != len(victims):
             raise IllegalDecisionError(f"Plan names a victim more than once: {list(victims)}")
-        legal = {j.idx for c in request.candidates.values() for j in c}
+        legal = set().union(*self._cand_on)
         for v in victims:
             if v not in legal:
                 raise IllegalDecisionError(
@@ -454,6 +524,7 @@ class Simulator:
         q = self._queues[job.shape]
         q.remove(next(e for e in q if e[1] == job.idx))  # O(len) once per decision, not per event
         heapq.heapify(q)
+        self._dequeued(job)
         for n in nodes:
             self.held[n] += job.member
             self.avail[n] -= job.member
@@ -463,6 +534,8 @@ class Simulator:
 
     def _preempt(self, victim: Job) -> None:
         now = self.now
+        for n in victim.nodes:
+            self._cand_on[n].discard(victim.idx)
         self._close_segment(victim, now, "preempted")
         progress = max(0.0, now - victim.run_start - victim.run_overhead)
         victim.remaining = max(0.0, victim.remaining - progress)

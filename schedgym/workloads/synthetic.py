@@ -46,9 +46,9 @@ class SyntheticConfig:
 
     n_jobs: int = 5000
     """number of jobs drawn"""
-    load: float = 0.9
+    load: float = 1.0
     """offered GPU load relative to the cluster's GPUs"""
-    te_fraction: float = 0.5
+    te_fraction: float = 0.3
     """probability that a job is TE"""
     te_duration_median: float = 900.0
     te_duration_sigma: float = 0.8
