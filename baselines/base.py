@@ -96,7 +96,7 @@ class NodeByNodePolicy(Policy):
         for n, cands in request.candidates.items():
             a = avail[n]
             deficit = (max(need[0] - a[0], 0.0), max(need[1] - a[1], 0.0), max(need[2] - a[2], 0.0))
-            if covers((0.0, 0.0, 0.0), deficit):
+            if deficit[0] <= EPS and deficit[1] <= EPS and deficit[2] <= EPS:
                 continue  # room without preemption: only a gang gets here, handled below
             if not covers(total_demand(cands), deficit):
                 continue

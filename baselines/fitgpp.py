@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 
-from baselines.base import NodeByNodePolicy, Vec, covers, prune, total_demand
+from baselines.base import EPS, NodeByNodePolicy, Vec, covers, prune, total_demand
 from schedgym.errors import ConfigError
 from schedgym.sim.job import Job
 from schedgym.sim.policy import PreemptionRequest, QueueDiscipline
@@ -89,7 +89,7 @@ class FitGpp(NodeByNodePolicy):
             f1 += d[1] * k
             f2 += d[2] * k
         fitness = _norm((f0, f1, f2), deficit, cap)
-        max_grace = max(v.spec.grace_period for v in victims)
+        max_grace = victims[0].spec.grace_period if len(victims) == 1 else max(v.spec.grace_period for v in victims)
         if self.rank == "grace":
             return (max_grace, fitness, len(victims)), victims
         return (fitness + self.lam * max_grace / self.grace_scale, len(victims)), victims
@@ -105,23 +105,31 @@ def _norm(have: Vec, need: Vec, cap: Vec) -> float:
 
 def _greedy_fit(deficit: Vec, candidates: list[Job], cap: Vec) -> list[Job]:
     pool = list(candidates)
-    missing = deficit
+    m0, m1, m2 = deficit
+    c0, c1, c2 = cap
     chosen: list[Job] = []
-    while pool and not covers((0.0, 0.0, 0.0), missing):
-        singles = [c for c in pool if covers(c.demand, missing)]
-        if singles:
-            best = min(singles, key=lambda c: (_norm(c.demand, missing, cap), c.spec.grace_period, c.idx))
-        else:
+    while pool and (m0 > EPS or m1 > EPS or m2 > EPS):
+        # Written out by hand: this loop runs for every node of every preemption decision.
+        best = None
+        best_key: tuple = ()
+        for c in pool:
+            d0, d1, d2 = c.demand
+            if d0 >= m0 - EPS and d1 >= m1 - EPS and d2 >= m2 - EPS:
+                x, y, z = (d0 - m0) / c0, (d1 - m1) / c1, (d2 - m2) / c2
+                key = (math.sqrt(x * x + y * y + z * z), c.spec.grace_period, c.idx)
+                if best is None or key < best_key:
+                    best, best_key = c, key
+        if best is None:  # nobody covers the rest alone: take whoever covers most of it
             best = max(
                 pool,
                 key=lambda c: (
-                    sum(min(d, m) / cp for d, m, cp in zip(c.demand, missing, cap)),
+                    min(c.demand[0], m0) / c0 + min(c.demand[1], m1) / c1 + min(c.demand[2], m2) / c2,
                     -c.spec.grace_period,
                     -c.idx,
                 ),
             )
         chosen.append(best)
         pool.remove(best)
-        d = best.demand
-        missing = (max(missing[0] - d[0], 0.0), max(missing[1] - d[1], 0.0), max(missing[2] - d[2], 0.0))
+        d0, d1, d2 = best.demand
+        m0, m1, m2 = max(m0 - d0, 0.0), max(m1 - d1, 0.0), max(m2 - d2, 0.0)
     return chosen

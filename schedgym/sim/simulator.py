@@ -107,9 +107,8 @@ class Simulator:
         self.capacity = cluster.capacity
         self.capacity.setflags(write=False)
         self._capacity_rows = self.capacity.tolist()
-        self.free = self.capacity.copy()  # capacity minus resources held by RUNNING/PREEMPTING jobs
-        self.held = np.zeros_like(self.free)  # promised to reserved TE jobs
-        self.avail = self.free.copy()  # free - held: what an unreserved job may use
+        self.held = np.zeros_like(self.capacity)  # promised to reserved TE jobs
+        self.avail = self.capacity.copy()  # free - held: what an unreserved job may use
         self._avail_view = self.avail.view()
         self._avail_view.setflags(write=False)
         self.now = 0.0
@@ -166,6 +165,7 @@ class Simulator:
             self.jobs.append(job)
             self._push(spec.submit_time, _ARRIVE, i, 0)
         self._shape_demand = np.array(shape_rows, dtype=np.float64).reshape(-1, 3)
+        self._shape_demand_eps = self._shape_demand - EPS
         self._shape_rows = [tuple(r) for r in shape_rows]
         self._shape_k_arr = np.array(self._shape_k, dtype=np.int64)
 
@@ -202,6 +202,11 @@ class Simulator:
             self._check_plan(request, plan)
             self._apply_plan(job, plan)
         self._request = None
+
+    @property
+    def free(self) -> np.ndarray:
+        """Per-node resources not held by RUNNING or PREEMPTING jobs (a fresh array: avail + held)."""
+        return self.avail + self.held
 
     @property
     def pending_request(self) -> PreemptionRequest | None:
@@ -290,7 +295,6 @@ class Simulator:
     def _release(self, job: Job) -> None:
         m = job.member
         for n in job.nodes:
-            self.free[n] += m
             self.avail[n] += m
             self._running_on[n].discard(job.idx)
             self._cand_on[n].discard(job.idx)
@@ -347,11 +351,11 @@ class Simulator:
             # One (shapes x nodes) fit matrix for every shape not known to be blocked. A start changes
             # only its own nodes' columns, so the matrix is patched there instead of recomputed.
             rows = {shape: r for r, shape in enumerate(unknown)}
-            demand = self._shape_demand[np.array(unknown)][:, None, :] - EPS
+            sel = np.array(unknown)
+            demand = self._shape_demand_eps[sel][:, None, :]
             fit = (self.avail[None, :, :] >= demand).all(axis=2)
-            k_arr = self._shape_k_arr[np.array(unknown)]
-            alive = fit.sum(axis=1) >= k_arr
-            newly = [unknown[r] for r in np.flatnonzero(~alive).tolist()]
+            placeable = fit.sum(axis=1) >= self._shape_k_arr[sel]
+            newly = [unknown[r] for r in np.flatnonzero(~placeable).tolist()]
             blocked.update(newly)
             self._unknown.difference_update(newly)
         if not backfill:
@@ -407,16 +411,12 @@ class Simulator:
             return None
         if self.config.placement == "first-fit" or len(idx) == k:
             return tuple(idx[:k].tolist())
-        left = self.avail[idx] - member
+        # Rounded so that float noise (fractional GPUs) does not break ties that are meant to go to node order.
+        left = (self.avail[idx] - member).round(9)
         if k == 1:
-            # Lexicographic min over (gpus, cpus, mem) left, then node order, without a full sort.
-            for r in range(3):
-                col = left[:, r]
-                keep = col <= col.min() + EPS
-                if keep.sum() == 1:
-                    return (int(idx[keep.argmax()]),)
-                idx, left = idx[keep], left[keep]
-            return (int(idx[0]),)
+            rows = left.tolist()
+            best = min(range(len(rows)), key=rows.__getitem__)  # lexicographic; first of equals = lowest node
+            return (int(idx[best]),)
         order = np.lexsort((idx, left[:, 2], left[:, 1], left[:, 0]))
         return tuple(idx[order[:k]].tolist())
 
@@ -426,7 +426,6 @@ class Simulator:
     def _start(self, job: Job, nodes: tuple[int, ...]) -> None:
         m = job.member
         for n in nodes:
-            self.free[n] -= m
             self.avail[n] -= m
             self._running_on[n].add(job.idx)
         if job.spec.job_class == JobClass.BE and job.preemptions < self.config.max_preemptions:
