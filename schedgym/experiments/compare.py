@@ -151,7 +151,9 @@ def load_workloads(config: CompareConfig, cluster: ClusterSpec) -> tuple[str, li
     return config.workload, workloads
 
 
-def run_comparison(config: CompareConfig, *, progress: bool | None = None, log_dir: str | None = None) -> ComparisonResult:
+def run_comparison(
+    config: CompareConfig, *, progress: bool | None = None, log_dir: str | None = None
+) -> ComparisonResult:
     """Run every policy on every seed's workload. ``progress``: None shows a bar on a terminal only."""
     cluster = resolve_cluster(config.cluster)
     name, workloads = load_workloads(config, cluster)
@@ -201,7 +203,9 @@ def write_logs(directory: Path, result: RunResult) -> None:
         slowdown = result.slowdown
         with open(directory / "jobs.csv", "w", newline="") as fh:
             w = csv.writer(fh)
-            w.writerow(["job_id", "class", "submit_time", "duration", "first_start", "completion", "preemptions", "slowdown"])
+            w.writerow(
+                ["job_id", "class", "submit_time", "duration", "first_start", "completion", "preemptions", "slowdown"]
+            )
             for i, jid in enumerate(result.job_ids):
                 w.writerow(
                     [
@@ -224,43 +228,47 @@ def write_logs(directory: Path, result: RunResult) -> None:
         raise SchedGymError(f"cannot write logs to {directory}: {exc.strerror}") from None
 
 
+_TABLE_COLUMNS = (  # (header, class or None, field, width, decimals)
+    ("TE p50", "te", "slowdown_p50", 8, 3),
+    ("TE p95", "te", "slowdown_p95", 8, 3),
+    ("TE p99", "te", "slowdown_p99", 8, 3),
+    ("TE wait", "te", "wait_mean", 9, 0),
+    ("BE p50", "be", "slowdown_p50", 8, 3),
+    ("BE p95", "be", "slowdown_p95", 8, 3),
+    ("BE p99", "be", "slowdown_p99", 8, 3),
+    ("BE wait", "be", "wait_mean", 9, 0),
+    ("preempt", None, "preemptions", 8, 1),
+    ("GPU util", None, "gpu_utilization", 8, 3),
+)
+
+
 def format_table(result: ComparisonResult) -> str:
     """The on-screen table: absolute figures, then ratios to FIFO when FIFO was run."""
     summ = result.summary()["policies"]
-    head = (
-        f"{'policy':<18} {'TE p50':>8} {'TE p95':>8} {'TE p99':>8} {'TE wait':>9} "
-        f"{'BE p50':>8} {'BE p95':>8} {'BE p99':>8} {'BE wait':>9} {'preempt':>8} {'GPU util':>8}"
-    )
+    head = f"{'policy':<18} " + " ".join(f"{h:>{w}}" for h, _, _, w, _ in _TABLE_COLUMNS)
+    cfg = result.config
     lines = [
-        f"workload {summ and result.workload_name}, cluster {result.cluster.name}, "
-        f"seeds {result.config.first_seed}..{result.config.first_seed + result.config.seeds - 1} "
+        f"workload {result.workload_name}, cluster {result.cluster.name}, "
+        f"seeds {cfg.first_seed}..{cfg.first_seed + cfg.seeds - 1} "
         "(slowdown percentiles, mean wait in s; means over seeds)",
         head,
         "-" * len(head),
     ]
     for name, e in summ.items():
-        lines.append(
-            f"{name:<18} {e['te']['slowdown_p50']:>8.3f} {e['te']['slowdown_p95']:>8.3f} {e['te']['slowdown_p99']:>8.3f} "
-            f"{e['te']['wait_mean']:>9.0f} {e['be']['slowdown_p50']:>8.3f} {e['be']['slowdown_p95']:>8.3f} "
-            f"{e['be']['slowdown_p99']:>8.3f} {e['be']['wait_mean']:>9.0f} {e['preemptions']:>8.1f} "
-            f"{e['gpu_utilization']:>8.3f}"
-        )
+        cells = [e[c][f] if c else e[f] for _, c, f, _, _ in _TABLE_COLUMNS]
+        lines.append(_row(name, cells, [(w, d) for _, _, _, w, d in _TABLE_COLUMNS]))
     ratios = result.ratios("fifo")
     if ratios:
         lines += ["", "ratio to fifo", head, "-" * len(head)]
         for name, r in ratios.items():
-            cells = [
-                r[f"{c}_{f}"]
-                for c in ("te", "be")
-                for f in ("slowdown_p50", "slowdown_p95", "slowdown_p99", "wait_mean")
-            ] + [r["preemptions"], r["gpu_utilization"]]
-            widths = [8, 8, 8, 9, 8, 8, 8, 9, 8, 8]
-            lines.append(f"{name:<18} " + " ".join(_fmt_ratio(v, w) for v, w in zip(cells, widths)))
+            cells = [r[f"{c}_{f}"] if c else r[f] for _, c, f, _, _ in _TABLE_COLUMNS]
+            lines.append(_row(name, cells, [(w, 3) for _, _, _, w, _ in _TABLE_COLUMNS]))
     return "\n".join(lines)
 
 
-def _fmt_ratio(v: float, width: int) -> str:
-    return f"{'-':>{width}}" if math.isnan(v) else f"{v:>{width}.3f}"
+def _row(name: str, values: list[float], formats: list[tuple[int, int]]) -> str:
+    cells = [f"{'-':>{w}}" if math.isnan(v) else f"{v:>{w}.{d}f}" for v, (w, d) in zip(values, formats, strict=True)]
+    return f"{name:<18} " + " ".join(cells)
 
 
 def _nan_to_none(obj: Any) -> Any:

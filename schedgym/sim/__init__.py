@@ -1,6 +1,13 @@
 """The cluster simulator. It imports nothing from gymnasium: the environment wraps it."""
 
-from schedgym.sim.cluster import CLUSTER_PRESETS, ClusterSpec, NodeSpec, cluster_preset, load_cluster_csv, resolve_cluster
+from schedgym.sim.cluster import (
+    CLUSTER_PRESETS,
+    ClusterSpec,
+    NodeSpec,
+    cluster_preset,
+    load_cluster_csv,
+    resolve_cluster,
+)
 from schedgym.sim.job import RESOURCES, Job, JobClass, JobSpec, JobState
 from schedgym.sim.metrics import TAU, ClassStats, RunResult, Segment
 from schedgym.sim.policy import DECLINE, PreemptionPlan, PreemptionPolicy, PreemptionRequest, QueueDiscipline

@@ -23,7 +23,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,9 +67,7 @@ class SimConfig:
         try:
             object.__setattr__(self, "queue", QueueDiscipline(self.queue))
         except ValueError:
-            raise ConfigError(
-                f"Expected queue in {[q.value for q in QueueDiscipline]}, got {self.queue!r}"
-            ) from None
+            raise ConfigError(f"Expected queue in {[q.value for q in QueueDiscipline]}, got {self.queue!r}") from None
         if self.placement not in ("best-fit", "first-fit"):
             raise ConfigError(f"Expected placement 'best-fit' or 'first-fit', got {self.placement!r}")
         if not isinstance(self.max_preemptions, int) or isinstance(self.max_preemptions, bool):
@@ -158,9 +156,7 @@ class Simulator:
                 shape_rows.append(member.tolist())
                 self._shape_te.append(spec.job_class == JobClass.TE)
                 self._shape_k.append(spec.nodes)
-            job = Job(
-                idx=i, spec=spec, member=member, demand=key[1], shape=shape, remaining=float(spec.duration)
-            )
+            job = Job(idx=i, spec=spec, member=member, demand=key[1], shape=shape, remaining=float(spec.duration))
             member.setflags(write=False)
             self.jobs.append(job)
             self._push(spec.submit_time, _ARRIVE, i, 0)
@@ -278,6 +274,7 @@ class Simulator:
 
     def _enqueue(self, job: Job) -> None:
         spec = job.spec
+        key: tuple
         if self._priority:
             key = (int(spec.job_class), spec.submit_time, job.idx)
         else:
@@ -358,6 +355,7 @@ class Simulator:
             newly = [unknown[r] for r in np.flatnonzero(~placeable).tolist()]
             blocked.update(newly)
             self._unknown.difference_update(newly)
+        considered: Iterable[int]
         if not backfill:
             considered = nonempty  # strict order: blocked shapes still block the ones behind them
         elif offers_owed:
@@ -497,8 +495,7 @@ class Simulator:
         for v in victims:
             if v not in legal:
                 raise IllegalDecisionError(
-                    f"Job index {v!r} is not a preemption candidate for {job.job_id!r}; "
-                    f"candidates are {sorted(legal)}"
+                    f"Job index {v!r} is not a preemption candidate for {job.job_id!r}; candidates are {sorted(legal)}"
                 )
         room = self.avail[list(nodes)].copy()
         pos = {n: i for i, n in enumerate(nodes)}

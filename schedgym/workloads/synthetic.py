@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -105,22 +106,26 @@ def _lognormal(rng: np.random.Generator, median: float, sigma: float, lo: float,
     return np.clip(rng.lognormal(math.log(median), sigma, size=size), lo, hi)
 
 
-def generate(config: SyntheticConfig, cluster: ClusterSpec, rng: np.random.Generator, name: str = "synthetic") -> Workload:
+def generate(
+    config: SyntheticConfig, cluster: ClusterSpec, rng: np.random.Generator, name: str = "synthetic"
+) -> Workload:
     """Draw one workload. Same config, cluster and generator state give the same jobs."""
     n = config.n_jobs
     is_te = rng.random(n) < config.te_fraction
     dur = np.where(
         is_te,
-        _lognormal(rng, config.te_duration_median, config.te_duration_sigma, config.te_duration_min, config.te_duration_max, n),
-        _lognormal(rng, config.be_duration_median, config.be_duration_sigma, config.be_duration_min, config.be_duration_max, n),
+        _lognormal(
+            rng, config.te_duration_median, config.te_duration_sigma, config.te_duration_min, config.te_duration_max, n
+        ),
+        _lognormal(
+            rng, config.be_duration_median, config.be_duration_sigma, config.be_duration_min, config.be_duration_max, n
+        ),
     )
     dur = np.round(dur)
     gpus = np.where(is_te, _draw(rng, config.te_gpus, n), _draw(rng, config.be_gpus, n))
     cpus = gpus * _draw(rng, config.cpus_per_gpu, n)
     mem = gpus * _draw(rng, config.mem_per_gpu, n)
-    grace = np.round(
-        _lognormal(rng, config.grace_median, config.grace_sigma, config.grace_min, config.grace_max, n)
-    )
+    grace = np.round(_lognormal(rng, config.grace_median, config.grace_sigma, config.grace_min, config.grace_max, n))
     grace = np.where(is_te, config.te_grace, grace)
     nodes = np.maximum(1, np.ceil(gpus / config.gpus_per_node)).astype(int)
     total_gpus = float(cluster.total[0])
@@ -145,7 +150,7 @@ def generate(config: SyntheticConfig, cluster: ClusterSpec, rng: np.random.Gener
     return Workload(jobs, name=name)
 
 
-def preset(name: str, **overrides: object) -> SyntheticConfig:
+def preset(name: str, **overrides: Any) -> SyntheticConfig:
     """A named preset, optionally with fields replaced (``preset("paper", n_jobs=500)``)."""
     try:
         base = PRESETS[name]

@@ -27,6 +27,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -60,7 +61,7 @@ class Workload:
             if int(fits.sum()) >= job.nodes:
                 continue
             line = self.lines[i] if self.lines else None
-            where = dict(path=self.path, line=line) if self.path else dict(line=line)
+            where: dict[str, Any] = dict(path=self.path, line=line) if self.path else dict(line=line)
             if job.nodes > cluster.n_nodes:
                 raise TraceError(
                     f"job {job.job_id!r} needs {job.nodes} nodes but cluster {cluster.name!r} has {cluster.n_nodes}",
@@ -143,7 +144,7 @@ def load_trace(path: str | Path, name: str | None = None) -> Workload:
                         value=job_id,
                     )
                 first_line[job_id] = line
-                kw = dict(path=path, line=line)
+                kw: dict[str, Any] = dict(path=path, line=line)
                 submit = _number(row["submit_time"], column="submit_time", minimum=0.0, **kw)
                 duration = _number(row["duration"], column="duration", minimum=0.0, strict=True, **kw)
                 gpus = _number(row["gpus"], column="gpus", minimum=0.0, **kw)
