@@ -6,8 +6,9 @@ ever preempts (``preempts``) and, if it does, how it answers a
 
 Preemptive baselines share one template (:class:`NodeByNodePolicy`): each node is evaluated on its own
 (which victims would make room there, and at what score); the ``k`` best nodes are taken for a job with
-``k`` gang members, and the plan is the union of their victim sets. Nodes that already have room cost
-nothing and are always preferred. Subclasses implement only ``_evaluate_node``.
+``k`` gang members, and the plan is the union of their victim sets. For a gang, nodes that already have
+room cost nothing and are always preferred (a single-node job is only offered when no node has room).
+Subclasses implement only ``_evaluate_node``.
 
 Resource vectors here are plain ``(gpus, cpus, mem_gb)`` tuples: with three components, scalar Python
 is several times faster than numpy, and policies are on the simulator's hot path.

@@ -6,12 +6,14 @@ Node order is stable and meaningful: placement ties and policy ties are broken t
 from __future__ import annotations
 
 import csv
+import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from schedgym._csvio import read_text
 from schedgym.errors import ConfigError, TraceError, UnknownNameError
 
 
@@ -97,10 +99,7 @@ def load_cluster_csv(path: str | Path) -> ClusterSpec:
     """Read a cluster from a CSV with columns ``name,gpus,cpus,mem_gb`` and optional ``count`` (the row is
     repeated ``count`` times, names suffixed ``-0``, ``-1``, ...) and ``gpu_model``."""
     path = str(path)
-    try:
-        fh = open(path, newline="", encoding="utf-8")
-    except OSError as exc:
-        raise TraceError(f"cannot open cluster file: {exc.strerror}", path=path) from None
+    fh = io.StringIO(read_text(path, "cluster file"), newline="")
     nodes: list[NodeSpec] = []
     with fh:
         reader = csv.DictReader(fh)

@@ -74,7 +74,12 @@ class SimConfig:
             raise ConfigError(f"Expected max_preemptions to be an int, got {self.max_preemptions!r}")
         if self.max_preemptions < 0:
             raise ConfigError(f"Expected max_preemptions >= 0, got {self.max_preemptions}")
-        if not (math.isfinite(self.restart_overhead) and self.restart_overhead >= 0):
+        if not (
+            isinstance(self.restart_overhead, (int, float))
+            and not isinstance(self.restart_overhead, bool)
+            and math.isfinite(self.restart_overhead)
+            and self.restart_overhead >= 0
+        ):
             raise ConfigError(f"Expected restart_overhead >= 0, got {self.restart_overhead!r}")
         if not isinstance(self.backfill, bool):
             raise ConfigError(f"Expected backfill to be a bool, got {self.backfill!r}")
@@ -105,8 +110,10 @@ class Simulator:
         self.capacity = cluster.capacity
         self.capacity.setflags(write=False)
         self._capacity_rows = self.capacity.tolist()
-        self.held = np.zeros_like(self.capacity)  # promised to reserved TE jobs
-        self.avail = self.capacity.copy()  # free - held: what an unreserved job may use
+        # free = avail + held. held: free resources already set aside for reserved TE jobs (taken from what
+        # was free at the decision, or handed over by victims as they release); avail: what anyone may use.
+        self.held = np.zeros_like(self.capacity)
+        self.avail = self.capacity.copy()
         self._avail_view = self.avail.view()
         self._avail_view.setflags(write=False)
         self.now = 0.0
@@ -127,6 +134,7 @@ class Simulator:
         self._shape_te: list[bool] = []
         self._shape_k: list[int] = []
         self._reserved: list[int] = []  # TE jobs waiting for their victims' grace periods
+        self._res_on: list[list[int]] = [[] for _ in cluster.nodes]  # reserved jobs per node, oldest first
         self._version = 0  # bumped when a declined TE job might now succeed (resources or candidates)
         self._in_pass = False
         self._request: PreemptionRequest | None = None
@@ -292,9 +300,13 @@ class Simulator:
     def _release(self, job: Job) -> None:
         m = job.member
         for n in job.nodes:
-            self.avail[n] += m
             self._running_on[n].discard(job.idx)
             self._cand_on[n].discard(job.idx)
+            if self._res_on[n]:
+                self._hand_over(job, n)
+            else:
+                self.avail[n] += m
+        job.preempted_for = -1
         if self._blocked:
             # Only these nodes gained room, so a blocked shape can fit now only if it fits on one of them.
             # Scalar Python: a handful of shapes against one or two nodes is cheaper than a numpy call.
@@ -309,6 +321,23 @@ class Simulator:
                             self._unknown.add(shape)
                         break
         self._bump_version()
+
+    def _hand_over(self, job: Job, n: int) -> None:
+        """Give what ``job`` releases on node ``n`` to the reservations there: first the TE job it was
+        preempted for, then the others oldest first; what nobody is owed becomes available."""
+        give = job.member.copy()
+        waiting = self._res_on[n]
+        if job.preempted_for in waiting:
+            waiting = [job.preempted_for] + [r for r in waiting if r != job.preempted_for]
+        for r in waiting:
+            rj = self.jobs[r]
+            assert rj.owed is not None
+            owed = rj.owed[rj.nodes.index(n)]
+            g = np.minimum(give, owed)
+            owed -= g
+            give -= g
+            self.held[n] += g
+        self.avail[n] += give
 
     def _bump_version(self) -> None:
         self._version += 1
@@ -421,10 +450,15 @@ class Simulator:
     def _fits_somewhere(self, member: np.ndarray, k: int) -> bool:
         return k <= len(self.capacity) and int((self.capacity >= member - EPS).all(axis=1).sum()) >= k
 
-    def _start(self, job: Job, nodes: tuple[int, ...]) -> None:
+    def _start(self, job: Job, nodes: tuple[int, ...], *, reserved: bool = False) -> None:
         m = job.member
-        for n in nodes:
-            self.avail[n] -= m
+        for pos, n in enumerate(nodes):
+            if reserved:  # its resources were set aside in held
+                assert job.owed is not None
+                self.held[n] -= m - job.owed[pos]
+                self.avail[n] -= job.owed[pos]  # at most float noise: a job starts when nothing is owed
+            else:
+                self.avail[n] -= m
             self._running_on[n].add(job.idx)
         if job.spec.job_class == JobClass.BE and job.preemptions < self.config.max_preemptions:
             for n in nodes:
@@ -445,14 +479,13 @@ class Simulator:
         still = []
         for idx in self._reserved:
             job = self.jobs[idx]
-            m = job.member
-            # It may use free minus what *other* reservations hold: free - (held - m) >= m, i.e. avail >= 0.
-            if all((self.avail[n] >= -EPS).all() for n in job.nodes):
+            assert job.owed is not None
+            if (job.owed <= EPS).all():
                 for n in job.nodes:
-                    self.held[n] -= m
-                    self.avail[n] += m
+                    self._res_on[n].remove(idx)
+                self._start(job, job.nodes, reserved=True)
                 job.reserved = False
-                self._start(job, job.nodes)
+                job.owed = None
             else:
                 still.append(idx)
         self._reserved = still
@@ -513,20 +546,28 @@ class Simulator:
             )
 
     def _apply_plan(self, job: Job, plan: PreemptionPlan) -> None:
-        for v in plan.victims:
-            self._preempt(self.jobs[v])
         nodes = tuple(int(n) for n in plan.nodes)
-        # Take the job out of its queue and hold its demand on the chosen nodes.
+        # Take the job out of its queue; on each chosen node set aside what is free now (up to its demand),
+        # and record what the victims still owe it.
         q = self._queues[job.shape]
         q.remove(next(e for e in q if e[1] == job.idx))  # O(len) once per decision, not per event
         heapq.heapify(q)
         self._dequeued(job)
-        for n in nodes:
-            self.held[n] += job.member
-            self.avail[n] -= job.member
+        m = job.member
+        owed = np.empty((len(nodes), 3))
+        for pos, n in enumerate(nodes):
+            take = np.minimum(np.maximum(self.avail[n], 0.0), m)
+            self.avail[n] -= take
+            self.held[n] += take
+            owed[pos] = m - take
+            self._res_on[n].append(job.idx)
+        job.owed = owed
         job.nodes = nodes
         job.reserved = True
         self._reserved.append(job.idx)
+        for v in plan.victims:
+            self._preempt(self.jobs[v])
+            self.jobs[v].preempted_for = job.idx
 
     def _preempt(self, victim: Job) -> None:
         now = self.now

@@ -85,6 +85,16 @@ class SyntheticConfig:
             med = getattr(self, f"{cls}_duration_median")
             if not (0 < lo <= hi) or med <= 0:
                 raise ConfigError(f"Expected 0 < {cls}_duration_min <= {cls}_duration_max, got {lo!r}, {hi!r}")
+        for name in ("te_duration_sigma", "be_duration_sigma", "grace_sigma"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise ConfigError(f"Expected {name} >= 0, got {value!r}")
+        if not (isinstance(self.gpus_per_node, (int, float)) and self.gpus_per_node > 0):
+            raise ConfigError(f"Expected gpus_per_node > 0, got {self.gpus_per_node!r}")
+        if self.grace_median <= 0:
+            raise ConfigError(f"Expected grace_median > 0, got {self.grace_median!r}")
+        if self.te_grace < 0:
+            raise ConfigError(f"Expected te_grace >= 0, got {self.te_grace!r}")
         if not (0 <= self.grace_min <= self.grace_max):
             raise ConfigError(f"Expected 0 <= grace_min <= grace_max, got {self.grace_min!r}, {self.grace_max!r}")
         for name in ("te_gpus", "be_gpus", "cpus_per_gpu", "mem_per_gpu"):

@@ -23,6 +23,7 @@ and value: nothing is dropped or repaired silently.
 from __future__ import annotations
 
 import csv
+import io
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from schedgym._csvio import read_text
 from schedgym.errors import TraceError
 from schedgym.sim.cluster import ClusterSpec
 from schedgym.sim.job import JobClass, JobSpec
@@ -105,10 +107,7 @@ def _number(raw: str | None, *, path: str, line: int, column: str, minimum: floa
 def load_trace(path: str | Path, name: str | None = None) -> Workload:
     """Read and validate a trace CSV (see the module docstring for the columns)."""
     path = str(path)
-    try:
-        fh = open(path, newline="", encoding="utf-8")
-    except OSError as exc:
-        raise TraceError(f"cannot open trace: {exc.strerror}", path=path) from None
+    fh = io.StringIO(read_text(path, "trace"), newline="")
     jobs: list[JobSpec] = []
     lines: list[int] = []
     first_line: dict[str, int] = {}

@@ -1,0 +1,132 @@
+"""Test helpers: job/cluster builders, a scripted preemption policy, a run helper and a per-job result view.
+
+Hand-computed tests use GPU-only jobs (cpus = mem_gb = 0) on nodes with 8 GPUs unless they test another
+resource, so that the arithmetic in their comments stays short.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from schedgym.sim import (
+    DECLINE,
+    ClusterSpec,
+    JobClass,
+    JobSpec,
+    NodeSpec,
+    PreemptionPlan,
+    PreemptionRequest,
+    SimConfig,
+    Simulator,
+)
+from schedgym.sim.metrics import RunResult
+
+TE, BE = JobClass.TE, JobClass.BE
+
+
+def te(job_id: str, submit: float, duration: float, gpus: float, **kw) -> JobSpec:
+    return JobSpec(job_id, float(submit), float(duration), float(gpus), job_class=TE, **kw)
+
+
+def be(job_id: str, submit: float, duration: float, gpus: float, grace: float = 0.0, **kw) -> JobSpec:
+    return JobSpec(job_id, float(submit), float(duration), float(gpus), job_class=BE, grace_period=float(grace), **kw)
+
+
+def cluster(*gpus: float, cpus: float = 0.0, mem_gb: float = 0.0) -> ClusterSpec:
+    """One node per argument, named n0, n1, ... with that many GPUs."""
+    return ClusterSpec(tuple(NodeSpec(f"n{i}", float(g), cpus, mem_gb) for i, g in enumerate(gpus)))
+
+
+@dataclass
+class Seen:
+    """What a scripted policy saw in one request (copied: the request's arrays are live views)."""
+
+    job_id: str
+    now: float
+    avail: np.ndarray
+    candidates: dict[int, list[str]]
+
+
+@dataclass
+class Scripted:
+    """Answers requests from a script.
+
+    ``script`` maps the requesting job's id to a plan given as ``(nodes, victim job ids)``; victim ids are
+    turned into job indices through the simulator. Requests not in the script (or asked a second time) are
+    declined. Every request is recorded in ``seen``.
+    """
+
+    script: dict[str, tuple[Sequence[int], Sequence[str]]] = field(default_factory=dict)
+    seen: list[Seen] = field(default_factory=list)
+    index: dict[str, int] = field(default_factory=dict)
+
+    def decide(self, request: PreemptionRequest) -> PreemptionPlan:
+        jid = request.job.job_id
+        self.seen.append(
+            Seen(
+                jid,
+                request.now,
+                np.array(request.avail, copy=True),
+                {n: [j.job_id for j in js] for n, js in request.candidates.items()},
+            )
+        )
+        if jid not in self.script:
+            return DECLINE
+        nodes, victims = self.script.pop(jid)
+        return PreemptionPlan(nodes=tuple(nodes), victims=tuple(self.index[v] for v in victims))
+
+
+def simulate(
+    nodes: ClusterSpec,
+    jobs: Sequence[JobSpec],
+    script: dict[str, tuple[Sequence[int], Sequence[str]]] | None = None,
+    **config,
+) -> tuple[RunResult, Scripted, Simulator]:
+    sim = Simulator(nodes, jobs, SimConfig(**config))
+    policy = Scripted(dict(script or {}), index={j.job_id: i for i, j in enumerate(jobs)})
+    result = sim.run(policy)
+    return result, policy, sim
+
+
+class View:
+    """Per-job access to a RunResult by job id: ``v["a"].completion``, ``v.segments("a")``."""
+
+    def __init__(self, result: RunResult):
+        self.result = result
+        self._idx = {jid: i for i, jid in enumerate(result.job_ids)}
+
+    def __getitem__(self, job_id: str) -> _JobView:
+        return _JobView(self.result, self._idx[job_id])
+
+    def segments(self, job_id: str) -> list[tuple[int, float, float, str]]:
+        """(node, start, end, end_reason) of the job, ordered by start time, then node."""
+        i = self._idx[job_id]
+        segs = [(s.node, s.start, s.end, s.end_reason) for s in self.result.segments if s.job == i]
+        return sorted(segs, key=lambda s: (s[1], s[0]))
+
+
+class _JobView:
+    _FIELDS = (
+        "submit",
+        "duration",
+        "first_start",
+        "completion",
+        "preemptions",
+        "grace_time",
+        "overhead_time",
+        "run_time",
+        "slowdown",
+        "bounded_slowdown",
+        "wait",
+    )
+
+    def __init__(self, result: RunResult, i: int):
+        self._r, self._i = result, i
+
+    def __getattr__(self, name: str):
+        if name not in self._FIELDS:
+            raise AttributeError(name)
+        return getattr(self._r, name)[self._i].item()

@@ -1,0 +1,492 @@
+"""The ``schedgym`` command line, end to end."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from schedgym.cli import main
+
+CLASS_KEYS = {"slowdown_p50", "slowdown_p95", "slowdown_p99", "slowdown_mean", "wait_mean"}
+JOBS_HEADER = ["job_id", "class", "submit_time", "duration", "first_start", "completion", "preemptions", "slowdown"]
+SEGMENTS_HEADER = ["job_id", "node", "start", "end", "end_reason"]
+
+
+@pytest.fixture(scope="module")
+def compare_run(tmp_path_factory):
+    """One small synthetic comparison shared by the tests below (main() called in-process)."""
+    out = tmp_path_factory.mktemp("cli")
+    json_path, log_dir = out / "out.json", out / "logs"
+    argv = [
+        "compare",
+        "--policies",
+        "fifo,fitgpp",
+        "--seeds",
+        "2",
+        "--jobs",
+        "200",
+        "--cluster",
+        "small",
+        "--json",
+        str(json_path),
+        "--log-dir",
+        str(log_dir),
+        "--no-progress",
+    ]
+    return main(argv), json_path, log_dir
+
+
+def read_csv(path):
+    with open(path, newline="") as fh:
+        return list(csv.reader(fh))
+
+
+def test_compare_exits_zero_and_prints_a_table(compare_run, capsys):
+    status, json_path, _ = compare_run
+    assert status == 0
+    assert json_path.exists()
+
+
+def test_compare_json_schema(compare_run):
+    _, json_path, _ = compare_run
+    data = json.loads(json_path.read_text())
+    assert set(data["policies"]) == {"fifo", "fitgpp"}
+    for name, entry in data["policies"].items():
+        for cls in ("te", "be"):
+            assert CLASS_KEYS <= set(entry[cls]), (name, cls, entry[cls])
+            for key in CLASS_KEYS:
+                value = entry[cls][key]
+                assert value is None or (isinstance(value, (int, float)) and math.isfinite(value))
+        assert isinstance(entry["preemptions"], (int, float))
+        assert 0.0 < entry["gpu_utilization"] <= 1.0
+        assert len(entry["per_seed"]) == 2
+        assert [s["seed"] for s in entry["per_seed"]] == [0, 1]
+        # The top-level figures are means over the seeds.
+        pre = [s["preemptions"] for s in entry["per_seed"]]
+        assert entry["preemptions"] == pytest.approx(sum(pre) / 2)
+        p95 = [s["te"]["slowdown_p95"] for s in entry["per_seed"]]
+        assert entry["te"]["slowdown_p95"] == pytest.approx(sum(p95) / 2)
+    assert data["policies"]["fifo"]["preemptions"] == 0
+    # Both policies saw the same workloads: the same number of jobs of each class per seed.
+    for i in range(2):
+        f, g = data["policies"]["fifo"]["per_seed"][i], data["policies"]["fitgpp"]["per_seed"][i]
+        assert (f["te"]["n_jobs"], f["be"]["n_jobs"]) == (g["te"]["n_jobs"], g["be"]["n_jobs"])
+        assert f["te"]["n_jobs"] + f["be"]["n_jobs"] == 200
+
+
+def test_compare_writes_logs_per_policy_and_seed(compare_run):
+    _, _, log_dir = compare_run
+    for policy in ("fifo", "fitgpp"):
+        for seed in (0, 1):
+            d = log_dir / policy / f"seed{seed}"
+            jobs = read_csv(d / "jobs.csv")
+            segments = read_csv(d / "segments.csv")
+            assert jobs[0] == JOBS_HEADER
+            assert segments[0] == SEGMENTS_HEADER
+            assert len(jobs) == 1 + 200
+            ids = {row[0] for row in jobs[1:]}
+            assert len(ids) == 200
+            completed = [row for row in segments[1:] if row[4] == "completed"]
+            assert {row[0] for row in completed} == ids
+            for row in jobs[1:]:
+                assert row[1] in ("TE", "BE")
+                assert float(row[5]) >= float(row[2]) + float(row[3]) - 1e-6  # completion >= submit + duration
+            if policy == "fifo":
+                assert all(row[4] == "completed" for row in segments[1:])
+
+
+def test_logs_agree_with_json(compare_run):
+    _, json_path, log_dir = compare_run
+    data = json.loads(json_path.read_text())
+    for seed in (0, 1):
+        rows = read_csv(log_dir / "fitgpp" / f"seed{seed}" / "jobs.csv")[1:]
+        assert sum(int(r[6]) for r in rows) == data["policies"]["fitgpp"]["per_seed"][seed]["preemptions"]
+
+
+def test_table_on_stdout(tmp_path, capsys):
+    status = main(
+        ["compare", "--policies", "fifo,k8s", "--seeds", "1", "--jobs", "50", "--cluster", "small", "--no-progress"]
+    )
+    assert status == 0
+    out = capsys.readouterr().out
+    assert "fifo" in out and "k8s" in out
+    assert "ratio to fifo" in out
+
+
+def write_trace(tmp_path, text):
+    path = tmp_path / "trace.csv"
+    path.write_text(text)
+    return path
+
+
+def test_trace_replay(tmp_path, capsys):
+    path = write_trace(
+        tmp_path,
+        "job_id,submit_time,duration,gpus,class,grace_period\nb1,0,1000,8,BE,10\nt1,100,100,8,TE,0\n",
+    )
+    out_json = tmp_path / "o.json"
+    status = main(
+        [
+            "compare",
+            "--trace",
+            str(path),
+            "--cluster",
+            "small",
+            "--policies",
+            "fifo,fitgpp",
+            "--seeds",
+            "1",
+            "--json",
+            str(out_json),
+            "--no-progress",
+        ]
+    )
+    assert status == 0
+    data = json.loads(out_json.read_text())
+    assert data["workload"] == "trace"
+    # On the 4-node "small" cluster the TE job fits on a free node: nobody waits, nobody is preempted.
+    assert data["policies"]["fitgpp"]["preemptions"] == 0
+    assert data["policies"]["fifo"]["te"]["wait_mean"] == 0.0
+
+
+def test_trace_replay_with_preemption_on_a_custom_cluster(tmp_path):
+    # One-node cluster from a CSV: the TE job preempts b1 (grace 10) under fitgpp and waits for it under fifo.
+    cl = tmp_path / "one.csv"
+    cl.write_text("name,gpus,cpus,mem_gb\nonly,8,64,512\n")
+    path = write_trace(
+        tmp_path, "job_id,submit_time,duration,gpus,class,grace_period\nb1,0,1000,8,BE,10\nt1,100,100,8,TE,0\n"
+    )
+    out_json = tmp_path / "o.json"
+    status = main(
+        [
+            "compare",
+            "--trace",
+            str(path),
+            "--cluster",
+            str(cl),
+            "--policies",
+            "fifo,fitgpp",
+            "--seeds",
+            "1",
+            "--json",
+            str(out_json),
+            "--no-progress",
+        ]
+    )
+    assert status == 0
+    pol = json.loads(out_json.read_text())["policies"]
+    # fitgpp: b1 preempted at 100, t1 runs [110, 210): TE wait 10. fifo: t1 runs [1000, 1100): wait 900.
+    assert pol["fitgpp"]["preemptions"] == 1
+    assert pol["fitgpp"]["te"]["wait_mean"] == pytest.approx(10.0)
+    assert pol["fifo"]["te"]["wait_mean"] == pytest.approx(900.0)
+    # A class without jobs would be NaN: here both classes exist, so every figure is a number.
+    assert pol["fifo"]["be"]["slowdown_p50"] == pytest.approx(1.0)
+
+
+def test_json_uses_null_for_a_class_without_jobs(tmp_path):
+    path = write_trace(tmp_path, "job_id,submit_time,duration,gpus,class\nb1,0,10,1,BE\n")
+    out_json = tmp_path / "o.json"
+    assert (
+        main(
+            [
+                "compare",
+                "--trace",
+                str(path),
+                "--cluster",
+                "small",
+                "--policies",
+                "fifo",
+                "--seeds",
+                "1",
+                "--json",
+                str(out_json),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
+    text = out_json.read_text()
+    assert "NaN" not in text
+    assert json.loads(text)["policies"]["fifo"]["te"]["slowdown_p50"] is None
+
+
+# ----------------------------------------------------------------------------------------------------------
+# User errors: one line on stderr, status 2, no traceback
+# ----------------------------------------------------------------------------------------------------------
+
+
+def assert_one_line_error(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("schedgym: error:"), stderr
+    assert "Traceback" not in stderr
+    return lines[0]
+
+
+def test_malformed_trace_subprocess(tmp_path):
+    path = write_trace(tmp_path, "job_id,submit_time,duration,gpus,class\na,0,100,1,BE\nb,0,-5,1,BE\n")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "schedgym.cli",
+            "compare",
+            "--trace",
+            str(path),
+            "--policies",
+            "fifo",
+            "--seeds",
+            "1",
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    line = assert_one_line_error(proc.stderr)
+    assert f"{path}:3" in line
+    assert "duration" in line and "'-5'" in line
+
+
+@pytest.mark.parametrize(
+    ("trace_text", "needle"),
+    [
+        ("job_id,submit_time,gpus,class\na,0,1,BE\n", ":1"),  # missing column
+        ("job_id,submit_time,duration,gpus,class\na,0,10,1,QQ\n", ":2"),  # unknown class
+        ("job_id,submit_time,duration,gpus,class\na,0,10,99,BE\n", ":2"),  # larger than every node
+        ("", ":1"),  # empty file
+    ],
+)
+def test_malformed_trace_in_process(tmp_path, capsys, trace_text, needle):
+    path = write_trace(tmp_path, trace_text)
+    status = main(
+        ["compare", "--trace", str(path), "--cluster", "small", "--policies", "fifo", "--seeds", "1", "--no-progress"]
+    )
+    assert status == 2
+    line = assert_one_line_error(capsys.readouterr().err)
+    assert f"{path}{needle}" in line
+
+
+def test_non_utf8_trace_exits_2(tmp_path):
+    path = tmp_path / "latin1.csv"
+    path.write_bytes("job_id,submit_time,duration,gpus,class\nj\u00e9,0,10,1,BE\n".encode("latin-1"))
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "schedgym.cli",
+            "compare",
+            "--trace",
+            str(path),
+            "--cluster",
+            "small",
+            "--policies",
+            "fifo",
+            "--seeds",
+            "1",
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert str(path) in assert_one_line_error(proc.stderr)
+
+
+def test_missing_trace_file(tmp_path, capsys):
+    status = main(["compare", "--trace", str(tmp_path / "nope.csv"), "--policies", "fifo", "--no-progress"])
+    assert status == 2
+    assert "nope.csv" in assert_one_line_error(capsys.readouterr().err)
+
+
+def test_unknown_policy(capsys):
+    status = main(["compare", "--policies", "fifo,nosuchpolicy", "--seeds", "1", "--jobs", "10", "--no-progress"])
+    assert status == 2
+    line = assert_one_line_error(capsys.readouterr().err)
+    assert "nosuchpolicy" in line and "fitgpp" in line
+
+
+def test_unknown_cluster(capsys):
+    status = main(
+        ["compare", "--cluster", "nosuch", "--policies", "fifo", "--seeds", "1", "--jobs", "10", "--no-progress"]
+    )
+    assert status == 2
+    assert "nosuch" in assert_one_line_error(capsys.readouterr().err)
+
+
+def test_jobs_with_trace_is_rejected(tmp_path, capsys):
+    path = write_trace(tmp_path, "job_id,submit_time,duration,gpus,class\na,0,10,1,BE\n")
+    status = main(
+        ["compare", "--trace", str(path), "--jobs", "5", "--cluster", "small", "--policies", "fifo", "--no-progress"]
+    )
+    assert status == 2
+    assert "--jobs" in assert_one_line_error(capsys.readouterr().err)
+
+
+def test_duplicate_policy(capsys):
+    status = main(["compare", "--policies", "fifo,fifo", "--seeds", "1", "--jobs", "10", "--no-progress"])
+    assert status == 2
+    assert "distinct" in assert_one_line_error(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["compare", "--seeds", "0"],
+        ["compare", "--jobs", "-3"],
+        ["compare", "--restart-overhead", "-1"],
+        ["compare", "--max-preemptions", "x"],
+        ["compare", "--placement", "worst-fit"],
+        ["compare", "--workload", "other", "--trace", "t.csv"],
+        ["frobnicate"],
+        [],
+    ],
+)
+def test_bad_arguments_exit_2(capsys, argv):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert "error:" in err
+
+
+def test_unwritable_json_path(tmp_path, capsys):
+    status = main(
+        [
+            "compare",
+            "--policies",
+            "fifo",
+            "--seeds",
+            "1",
+            "--jobs",
+            "10",
+            "--cluster",
+            "small",
+            "--json",
+            str(tmp_path / "no" / "such" / "dir" / "o.json"),
+            "--no-progress",
+        ]
+    )
+    assert status == 2
+    assert "cannot write" in assert_one_line_error(capsys.readouterr().err)
+
+
+def test_rule_flags_reach_the_simulator(tmp_path):
+    # --max-preemptions 0 turns preemption off even for fitgpp.
+    out_json = tmp_path / "o.json"
+    assert (
+        main(
+            [
+                "compare",
+                "--policies",
+                "fitgpp",
+                "--seeds",
+                "1",
+                "--jobs",
+                "150",
+                "--cluster",
+                "small",
+                "--max-preemptions",
+                "0",
+                "--no-backfill",
+                "--placement",
+                "first-fit",
+                "--restart-overhead",
+                "5",
+                "--json",
+                str(out_json),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
+    data = json.loads(out_json.read_text())
+    assert data["policies"]["fitgpp"]["preemptions"] == 0
+    assert data["sim"] == {
+        "queue": "priority",
+        "backfill": False,
+        "placement": "first-fit",
+        "max_preemptions": 0,
+        "restart_overhead": 5.0,
+    }
+
+
+def test_first_seed_selects_the_same_workload(compare_run, tmp_path):
+    # Seed s is the same workload whatever the first seed: --first-seed 1 --seeds 1 reproduces seed 1 of the
+    # shared two-seed run exactly.
+    _, json_path, log_dir = compare_run
+    out_json, logs = tmp_path / "o.json", tmp_path / "logs"
+    assert (
+        main(
+            [
+                "compare",
+                "--policies",
+                "fifo,fitgpp",
+                "--first-seed",
+                "1",
+                "--seeds",
+                "1",
+                "--jobs",
+                "200",
+                "--cluster",
+                "small",
+                "--json",
+                str(out_json),
+                "--log-dir",
+                str(logs),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
+    one = json.loads(out_json.read_text())["policies"]
+    both = json.loads(json_path.read_text())["policies"]
+    for name in ("fifo", "fitgpp"):
+        a, b = one[name]["per_seed"][0], both[name]["per_seed"][1]
+        assert a["seed"] == b["seed"] == 1
+        assert a["te"] == b["te"] and a["be"] == b["be"] and a["preemptions"] == b["preemptions"]
+        assert read_csv(logs / name / "seed1" / "segments.csv") == read_csv(log_dir / name / "seed1" / "segments.csv")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The comparison harness behind the CLI
+# ----------------------------------------------------------------------------------------------------------
+
+
+def test_comparison_ratios_and_table(tmp_path):
+    from schedgym.experiments import CompareConfig, run_comparison
+    from schedgym.experiments.compare import format_table
+
+    cl = tmp_path / "one.csv"
+    cl.write_text("name,gpus,cpus,mem_gb\nonly,8,64,512\n")
+    trace = write_trace(
+        tmp_path, "job_id,submit_time,duration,gpus,class,grace_period\nb1,0,1000,8,BE,10\nt1,100,100,8,TE,0\n"
+    )
+    result = run_comparison(
+        CompareConfig(policies=("fifo", "fitgpp"), workload=None, trace=str(trace), cluster=str(cl), seeds=1),
+        progress=False,
+    )
+    # fifo:   b1 [0, 1000); t1 [1000, 1100).  TE slowdown (1100 - 100) / 100 = 10; BE slowdown 1.
+    #         GPU utilisation = (8 * 1000 + 8 * 100) / (8 * 1100) = 1.
+    # fitgpp: b1 [0, 100) preempted, released at 110; t1 [110, 210); b1 [210, 1110).
+    #         TE slowdown 110 / 100 = 1.1, wait 10; BE slowdown 1110 / 1000 = 1.11;
+    #         GPU utilisation = 8800 / (8 * 1110).
+    r = result.ratios("fifo")["fitgpp"]
+    assert r["te_slowdown_p50"] == pytest.approx(1.1 / 10)
+    assert r["te_wait_mean"] == pytest.approx(10 / 900)
+    assert r["be_slowdown_p50"] == pytest.approx(1.11)
+    assert r["gpu_utilization"] == pytest.approx(1100 / 1110)
+    assert math.isnan(r["preemptions"])  # fifo has 0 preemptions: no ratio
+    assert result.ratios("nosuch") == {}
+    table = format_table(result)
+    assert "ratio to fifo" in table
+    fitgpp_ratio_row = table.splitlines()[-1]
+    assert fitgpp_ratio_row.startswith("fitgpp") and " - " in f"{fitgpp_ratio_row} "
