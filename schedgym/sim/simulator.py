@@ -31,7 +31,7 @@ import numpy as np
 from schedgym.errors import ConfigError, IllegalDecisionError, ImpossibleJobError
 from schedgym.sim.cluster import ClusterSpec
 from schedgym.sim.job import Job, JobClass, JobSpec, JobState
-from schedgym.sim.metrics import RunResult, Segment, build_result
+from schedgym.sim.metrics import TAU, RunResult, Segment, build_result
 from schedgym.sim.policy import PreemptionPlan, PreemptionRequest, QueueDiscipline
 
 # Tolerance for comparing float resource amounts (fractional GPUs accumulate rounding error).
@@ -142,6 +142,13 @@ class Simulator:
         self.segments: list[Segment] = []
         self.n_preemptions = 0
         self.n_decisions = 0
+        # Slowdown accrued so far, per class (index = JobClass): a job in the system accrues 1/duration per
+        # second (1/max(duration, TAU) for the bounded variant), so at the end these are the sums of the
+        # jobs' slowdowns. The Gymnasium environment's reward is their change between decisions.
+        self.accrued = [0.0, 0.0]
+        self.accrued_bounded = [0.0, 0.0]
+        self._rate = [0.0, 0.0]
+        self._rate_bounded = [0.0, 0.0]
         self._priority = self.config.queue == QueueDiscipline.PRIORITY
 
         seen: set[str] = set()
@@ -258,6 +265,11 @@ class Simulator:
 
     def _process_events_at(self, t: float) -> None:
         events = self._events
+        dt = t - self.now
+        if dt > 0:
+            for c in (0, 1):
+                self.accrued[c] += self._rate[c] * dt
+                self.accrued_bounded[c] += self._rate_bounded[c] * dt
         self.now = t
         while events and events[0][0] == t:
             _, kind, _, idx, epoch = heapq.heappop(events)
@@ -265,6 +277,9 @@ class Simulator:
             if kind == _ARRIVE:
                 job.state = JobState.PENDING
                 self._enqueue(job)
+                c, d = job.spec.job_class, job.spec.duration
+                self._rate[c] += 1.0 / d
+                self._rate_bounded[c] += 1.0 / max(d, TAU)
             elif kind == _COMPLETE:
                 if epoch != job.epoch:
                     continue  # the run this event belonged to was preempted
@@ -274,6 +289,9 @@ class Simulator:
                 job.remaining = 0.0
                 job.completion = t
                 self._n_done += 1
+                c, d = job.spec.job_class, job.spec.duration
+                self._rate[c] -= 1.0 / d
+                self._rate_bounded[c] -= 1.0 / max(d, TAU)
             else:  # _RELEASE: grace period over
                 self._release(job)
                 job.state = JobState.PENDING
