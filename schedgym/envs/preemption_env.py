@@ -372,7 +372,7 @@ class PreemptionEnv(gym.Env):
     def _n_fitting(self, room: dict[int, list[float]]) -> int:
         assert self._request is not None
         d = self._request.job.member
-        fits: np.ndarray = (self._request.avail >= d - EPS).all(axis=1)
+        fits = np.asarray((self._request.avail >= d - EPS).all(axis=1))
         for n, r in room.items():
             fits[n] = r[0] >= d[0] - EPS and r[1] >= d[1] - EPS and r[2] >= d[2] - EPS
         return int(fits.sum())
