@@ -1,0 +1,118 @@
+"""Environment throughput: decisions per second with random legal actions, beside CartPole-v1.
+
+Usage:
+    python benchmarks/bench_env.py                     # README figures
+    python benchmarks/bench_env.py --seconds 5 --cpu 1
+
+Both environments are created with ``gymnasium.make`` (so with Gymnasium's default wrappers) and stepped
+in the same process, one after the other, for about ``--seconds`` each, resetting when an episode ends;
+reset time is included. For schedgym the time is split into: advancing the simulator between decisions
+(the scheduling passes and events between decisions), generating workloads at reset, building
+observations, and the rest (simulator construction at reset, candidate rows, action checks, rewards,
+info, Gymnasium's wrappers, drawing the random action).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+
+import gymnasium as gym
+import numpy as np
+
+import schedgym  # noqa: F401  (registers the environments)
+from schedgym.envs.preemption_env import PreemptionEnv
+
+
+def run_cartpole(seconds: float, seed: int) -> float:
+    env = gym.make("CartPole-v1")
+    env.reset(seed=seed)
+    env.action_space.seed(seed)
+    steps = 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        for _ in range(1000):
+            _, _, term, trunc, _ = env.step(env.action_space.sample())
+            steps += 1
+            if term or trunc:
+                env.reset()
+    return steps / (time.perf_counter() - t0)
+
+
+class Timers:
+    """Wrap a bound method of the unwrapped env to accumulate its wall time."""
+
+    def __init__(self, env: PreemptionEnv, names: list[str]):
+        self.total = dict.fromkeys(names, 0.0)
+        for name in names:
+            original = getattr(env, name)
+
+            def timed(*args, __orig=original, __name=name, **kwargs):
+                t = time.perf_counter()
+                try:
+                    return __orig(*args, **kwargs)
+                finally:
+                    self.total[__name] += time.perf_counter() - t
+
+            setattr(env, name, timed)
+
+
+def run_schedgym(env_id: str, seconds: float, seed: int, profile: bool, **kwargs) -> dict:
+    env = gym.make(env_id, **kwargs)
+    raw: PreemptionEnv = env.unwrapped  # type: ignore[assignment]
+    timers = Timers(raw, ["_next_decision", "_observation", "_draw_workload"]) if profile else None
+    rng = np.random.default_rng(seed)
+    obs, info = env.reset(seed=seed)
+    steps = episodes = jobs = 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        legal = np.flatnonzero(info["action_mask"])
+        obs, _, term, trunc, info = env.step(int(legal[rng.integers(len(legal))]))
+        steps += 1
+        if term or trunc:
+            episodes += 1
+            jobs += len(raw.sim.jobs)
+            obs, info = env.reset()
+    elapsed = time.perf_counter() - t0
+    out = {"steps_per_s": steps / elapsed, "steps": steps, "episodes": episodes, "jobs_per_step": jobs / max(steps, 1)}
+    if timers is not None:
+        out["share_simulate"] = timers.total["_next_decision"] / elapsed
+        out["share_observe"] = timers.total["_observation"] / elapsed
+        out["share_generate"] = timers.total["_draw_workload"] / elapsed
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cpu", type=int, default=None, help="pin the process to this core (Linux)")
+    args = parser.parse_args()
+    if args.cpu is not None and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {args.cpu})
+    print(f"python {platform.python_version()}, numpy {np.__version__}, gymnasium {gym.__version__}, pinned={args.cpu}")
+    cart = run_cartpole(args.seconds, args.seed)
+    print(f"\nCartPole-v1 (gymnasium.make, random actions): {cart:,.0f} steps/s\n")
+    print(
+        "| environment | decisions/s | vs CartPole | jobs simulated per decision | simulating | generating workloads "
+        "| building observations | the rest |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    cases = [
+        ("schedgym/Preemption-v0", {}),
+        ("schedgym/PreemptionLarge-v0", {}),
+    ]
+    for env_id, kwargs in cases:
+        r = run_schedgym(env_id, args.seconds, args.seed, profile=True, **kwargs)
+        label = env_id + ("" if not kwargs else f" {kwargs}")
+        print(
+            f"| {label} | {r['steps_per_s']:,.0f} | {cart / r['steps_per_s']:.1f}x slower | {r['jobs_per_step']:.1f} "
+            f"| {100 * r['share_simulate']:.0f}% | {100 * r['share_generate']:.0f}% | {100 * r['share_observe']:.0f}% "
+            f"| {100 * (1 - r['share_simulate'] - r['share_generate'] - r['share_observe']):.0f}% |"
+        )
+
+
+if __name__ == "__main__":
+    main()
