@@ -68,13 +68,79 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--no-backfill", action="store_true", help="strict head-of-line blocking")
     cmp.add_argument("--placement", choices=("best-fit", "first-fit"), default="best-fit")
     cmp.add_argument("--json", metavar="PATH", help="write the summary as JSON")
+    cmp.add_argument("--csv", metavar="PATH", help="write means, 95%% CIs and paired differences as CSV")
+    cmp.add_argument("--plot", metavar="PATH", help="write slowdown CDFs and a p95 scatter (needs matplotlib)")
     cmp.add_argument("--log-dir", metavar="DIR", help="write jobs.csv and segments.csv per policy and seed")
     cmp.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    _add_train_parser(sub)
     return parser
 
 
+def _add_train_parser(sub: argparse._SubParsersAction) -> None:
+    """``schedgym train``: one option per TrainConfig field, its docstring as help."""
+    import dataclasses
+
+    from agents.train import TrainConfig, field_docs
+
+    docs = field_docs(TrainConfig)
+    tr = sub.add_parser(
+        "train",
+        help="train a learned agent (stable-baselines3)",
+        description="Train MaskablePPO (default), PPO or DQN on a schedgym environment; needs the 'rl' extra.",
+    )
+    for f in dataclasses.fields(TrainConfig):
+        flag = "--" + f.name.replace("_", "-")
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        help_text = f"{docs.get(f.name, '')} (default: {default})"
+        if f.type in ("bool", bool):
+            tr.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=help_text)
+        elif f.name == "env_kwargs":
+            tr.add_argument(flag, type=_json_object, default=default, metavar="JSON", help=help_text)
+        elif f.name == "net_arch":
+            tr.add_argument(flag, type=_int_tuple, default=default, metavar="64,64", help=help_text)
+        else:
+            kind = {"int": _nonneg_int, "float": float}.get(str(f.type), str)
+            tr.add_argument(flag, type=kind, default=default, help=help_text)
+
+
+def _json_object(text: str) -> dict:
+    import json
+
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r} ({exc})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r}")
+    return value
+
+
+def _int_tuple(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def _train(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from agents.train import TrainConfig, train
+
+    config = TrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)})
+    train(config)
+    return 0
+
+
 def _compare(args: argparse.Namespace) -> int:
-    from schedgym.experiments.compare import CompareConfig, format_table, run_comparison, write_json
+    from schedgym.experiments.compare import (
+        CompareConfig,
+        format_table,
+        run_comparison,
+        write_csv,
+        write_json,
+        write_plot,
+    )
 
     policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
     for p in policies:
@@ -96,9 +162,10 @@ def _compare(args: argparse.Namespace) -> int:
     )
     result = run_comparison(config, progress=False if args.no_progress else None, log_dir=args.log_dir)
     print(format_table(result))
-    if args.json:
-        write_json(args.json, result)
-        print(f"\nwrote {args.json}")
+    for path, write in ((args.json, write_json), (args.csv, write_csv), (args.plot, write_plot)):
+        if path:
+            write(path, result)
+            print(f"wrote {path}")
     if args.log_dir:
         print(f"wrote logs under {args.log_dir}")
     return 0
@@ -110,6 +177,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "compare":
             return _compare(args)
+        if args.command == "train":
+            return _train(args)
     except SchedGymError as exc:
         print(f"schedgym: error: {exc}", file=sys.stderr)
         return 2

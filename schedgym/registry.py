@@ -89,3 +89,13 @@ register_policy(
 )
 register_policy("k8s", "baselines.k8s:K8s", description="Kubernetes default: fewest victims, newest first")
 register_policy("random", "baselines.random_policy:RandomPreemption", description="random feasible node and victims")
+# Learned agents: ``ppo`` alone is the bundled agent; ``NAME:PATH`` loads a model saved by ``schedgym train``
+# (its algorithm is read from the .json beside it, so the three names are interchangeable with a path).
+for _name in ("ppo", "maskable_ppo", "dqn"):
+    register_policy(
+        _name,
+        "agents.learned:saved_agent",
+        kwargs={"name": _name},
+        description="learned agent (stable-baselines3); NAME:PATH for a saved model",
+        takes_arg=True,
+    )

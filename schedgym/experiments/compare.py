@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from schedgym.errors import ConfigError, SchedGymError
-from schedgym.experiments.runner import run_policy
-from schedgym.registry import make_policy, policy_entry
+from schedgym.experiments.runner import make_runner
+from schedgym.registry import policy_entry
 from schedgym.sim.cluster import ClusterSpec, resolve_cluster
 from schedgym.sim.job import JobClass
 from schedgym.sim.metrics import RunResult
@@ -28,6 +28,43 @@ from schedgym.workloads.trace import Workload, load_trace
 
 CLASS_FIELDS = ("slowdown_p50", "slowdown_p95", "slowdown_p99", "slowdown_mean", "wait_mean")
 TOP_FIELDS = ("preemptions", "gpu_utilization")
+PAIRED_REFERENCES = ("fitgpp", "fifo")
+
+# Two-sided 95% quantiles of Student's t by degrees of freedom (a degree of freedom between two entries
+# takes the lower one's, which is conservative); beyond 120, the normal 1.96.
+_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+         11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
+         20: 2.086, 25: 2.060, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}  # fmt: skip
+
+
+def t975(df: int) -> float:
+    """Student's t quantile for a two-sided 95% interval with ``df`` degrees of freedom."""
+    if df < 1:
+        return float("nan")
+    if df > 120:
+        return 1.96
+    return _T975[max(k for k in _T975 if k <= df)]
+
+
+def ci95(values: list[float]) -> float:
+    """Half-width of the 95% confidence interval of the mean (t distribution); NaN for fewer than 2."""
+    vals = np.array([v for v in values if not (isinstance(v, float) and math.isnan(v))], dtype=float)
+    if vals.size < 2:
+        return float("nan")
+    return float(t975(vals.size - 1) * vals.std(ddof=1) / math.sqrt(vals.size))
+
+
+def _paired(mine: list[dict], ref: list[dict]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for cls in ("te", "be"):
+        out[cls] = {}
+        for f in CLASS_FIELDS:
+            d = [a[cls][f] - b[cls][f] for a, b in zip(mine, ref, strict=True)]
+            out[cls][f] = {"mean": _mean(d), "ci95": ci95(d)}
+    for f in TOP_FIELDS:
+        d = [a[f] - b[f] for a, b in zip(mine, ref, strict=True)]
+        out[f] = {"mean": _mean(d), "ci95": ci95(d)}
+    return out
 
 
 @dataclass(frozen=True)
@@ -92,9 +129,21 @@ class ComparisonResult:
                 entry[cls]["n_jobs"] = _mean([s[cls]["n_jobs"] for s in per_seed])
             for f in TOP_FIELDS:
                 entry[f] = _mean([s[f] for s in per_seed])
+            entry["ci95"] = {
+                **{cls: {f: ci95([s[cls][f] for s in per_seed]) for f in CLASS_FIELDS} for cls in ("te", "be")},
+                **{f: ci95([s[f] for s in per_seed]) for f in TOP_FIELDS},
+            }
             entry["wall_time_s"] = self.wall_time[name]
             entry["per_seed"] = per_seed
             out[name] = entry
+        for name, entry in out.items():
+            # Paired differences (this policy minus the reference, seed by seed, same workload): the noise
+            # of the workload cancels, so these intervals are far tighter than those of the means.
+            entry["paired"] = {
+                ref: _paired(entry["per_seed"], out[ref]["per_seed"])
+                for ref in PAIRED_REFERENCES
+                if ref in out and ref != name
+            }
         return {
             "workload": self.workload_name,
             "cluster": self.cluster.name,
@@ -157,19 +206,19 @@ def run_comparison(
     """Run every policy on every seed's workload. ``progress``: None shows a bar on a terminal only."""
     cluster = resolve_cluster(config.cluster)
     name, workloads = load_workloads(config, cluster)
-    policies = {spec: make_policy(spec) for spec in config.policies}
+    policies = {spec: make_runner(spec, config.cluster, config.sim) for spec in config.policies}
     runs: dict[str, list[RunResult]] = {p: [] for p in policies}
     wall = {p: 0.0 for p in policies}
     bar = _progress_bar(len(workloads) * len(policies), progress)
     try:
         for i, wl in enumerate(workloads):
             seed = config.first_seed + i
-            for spec, policy in policies.items():
+            for spec, run in policies.items():
                 if bar is not None:
                     bar.set_postfix_str(f"seed {seed} {spec}")
                 rng = np.random.default_rng(np.random.SeedSequence([seed, 1]))
                 t0 = time.perf_counter()
-                result = run_policy(policy, cluster, wl, config.sim, rng=rng)
+                result = run(wl, rng, seed)
                 wall[spec] += time.perf_counter() - t0
                 runs[spec].append(result)
                 if log_dir is not None:
@@ -243,9 +292,11 @@ _TABLE_COLUMNS = (  # (header, class or None, field, width, decimals)
 
 
 def format_table(result: ComparisonResult) -> str:
-    """The on-screen table: absolute figures, then ratios to FIFO when FIFO was run."""
-    summ = result.summary()["policies"]
-    head = f"{'policy':<18} " + " ".join(f"{h:>{w}}" for h, _, _, w, _ in _TABLE_COLUMNS)
+    """The on-screen table: means, ratios to FIFO (when run), paired differences to FitGpp (when run)."""
+    summary = result.summary()
+    summ = summary["policies"]
+    width = max([18, *(len(n) for n in summ)])
+    head = f"{'policy':<{width}} " + " ".join(f"{h:>{w}}" for h, _, _, w, _ in _TABLE_COLUMNS)
     cfg = result.config
     lines = [
         f"workload {result.workload_name}, cluster {result.cluster.name}, "
@@ -256,19 +307,29 @@ def format_table(result: ComparisonResult) -> str:
     ]
     for name, e in summ.items():
         cells = [e[c][f] if c else e[f] for _, c, f, _, _ in _TABLE_COLUMNS]
-        lines.append(_row(name, cells, [(w, d) for _, _, _, w, d in _TABLE_COLUMNS]))
+        lines.append(_row(name, cells, [(w, d) for _, _, _, w, d in _TABLE_COLUMNS], width))
     ratios = result.ratios("fifo")
     if ratios:
         lines += ["", "ratio to fifo", head, "-" * len(head)]
         for name, r in ratios.items():
             cells = [r[f"{c}_{f}"] if c else r[f] for _, c, f, _, _ in _TABLE_COLUMNS]
-            lines.append(_row(name, cells, [(w, 3) for _, _, _, w, _ in _TABLE_COLUMNS]))
+            lines.append(_row(name, cells, [(w, 3) for _, _, _, w, _ in _TABLE_COLUMNS], width))
+    if cfg.seeds > 1 and any("fitgpp" in e["paired"] for e in summ.values()):
+        lines += ["", "paired difference to fitgpp, same workloads (mean +- 95% CI over seeds)"]
+        keys = [("TE p95", "te", "slowdown_p95"), ("BE p50", "be", "slowdown_p50"), ("BE p95", "be", "slowdown_p95")]
+        lines.append(f"{'policy':<{width}} " + " ".join(f"{k:>19}" for k, _, _ in keys))
+        for name, e in summ.items():
+            if "fitgpp" not in e["paired"]:
+                continue
+            p = e["paired"]["fitgpp"]
+            cells = [f"{p[c][f]['mean']:+.3f} +- {p[c][f]['ci95']:.3f}" for _, c, f in keys]
+            lines.append(f"{name:<{width}} " + " ".join(f"{c:>19}" for c in cells))
     return "\n".join(lines)
 
 
-def _row(name: str, values: list[float], formats: list[tuple[int, int]]) -> str:
+def _row(name: str, values: list[float], formats: list[tuple[int, int]], width: int = 18) -> str:
     cells = [f"{'-':>{w}}" if math.isnan(v) else f"{v:>{w}.{d}f}" for v, (w, d) in zip(values, formats, strict=True)]
-    return f"{name:<18} " + " ".join(cells)
+    return f"{name:<{width}} " + " ".join(cells)
 
 
 def _nan_to_none(obj: Any) -> Any:
@@ -289,3 +350,78 @@ def write_json(path: str, result: ComparisonResult) -> None:
             fh.write("\n")
     except OSError as exc:
         raise SchedGymError(f"cannot write {path}: {exc.strerror}") from None
+
+
+def write_csv(path: str, result: ComparisonResult) -> None:
+    """One row per policy and figure: mean over seeds, 95% CI bounds, number of seeds, and the paired
+    difference to fitgpp and fifo (mean and CI half-width) where those were run."""
+    summ = result.summary()["policies"]
+    header = ["policy", "class", "metric", "mean", "ci95_low", "ci95_high", "n_seeds"]
+    for ref in PAIRED_REFERENCES:
+        header += [f"diff_vs_{ref}", f"diff_vs_{ref}_ci95"]
+    rows = []
+    for name, e in summ.items():
+        figures = [(cls, f, e[cls][f], e["ci95"][cls][f]) for cls in ("te", "be") for f in CLASS_FIELDS]
+        figures += [("all", f, e[f], e["ci95"][f]) for f in TOP_FIELDS]
+        for cls, f, mean, half in figures:
+            row = [name, cls, f, mean, mean - half, mean + half, len(e["per_seed"])]
+            for ref in PAIRED_REFERENCES:
+                p = e["paired"].get(ref)
+                d = (p[f] if cls == "all" else p[cls][f]) if p else None
+                row += [d["mean"], d["ci95"]] if d else ["", ""]
+            rows.append(row)
+    try:
+        with open(path, "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(header)
+            w.writerows(rows)
+    except OSError as exc:
+        raise SchedGymError(f"cannot write {path}: {exc.strerror}") from None
+
+
+def write_plot(path: str, result: ComparisonResult) -> None:
+    """Slowdown CDFs per class (all seeds pooled) and a TE-p95 vs BE-p95 scatter with 95% CIs."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise SchedGymError("--plot needs matplotlib: pip install 'schedgym[plot]'") from None
+    summ = result.summary()["policies"]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    for ax, cls, label in ((axes[0], JobClass.TE, "TE"), (axes[1], JobClass.BE, "BE")):
+        for name, runs in result.runs.items():
+            sd = np.sort(np.concatenate([r.slowdown[r.job_class == int(cls)] for r in runs]))
+            if sd.size:
+                ax.plot(sd, np.arange(1, sd.size + 1) / sd.size, label=name)
+        ax.set_xscale("log")
+        ax.set_xlabel(f"{label} slowdown")
+        ax.set_ylabel("fraction of jobs")
+        ax.set_title(f"{label} slowdown CDF")
+        ax.grid(True, alpha=0.3)
+    ax = axes[2]
+    for name, e in summ.items():
+        ax.errorbar(
+            e["te"]["slowdown_p95"],
+            e["be"]["slowdown_p95"],
+            xerr=np.nan_to_num(e["ci95"]["te"]["slowdown_p95"]),
+            yerr=np.nan_to_num(e["ci95"]["be"]["slowdown_p95"]),
+            fmt="o",
+            capsize=3,
+            label=name,
+        )
+    ax.set_xscale("log")
+    ax.set_xlabel("TE slowdown p95")
+    ax.set_ylabel("BE slowdown p95")
+    ax.set_title("p95 per policy (mean, 95% CI over seeds)")
+    ax.grid(True, alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"workload {result.workload_name}, cluster {result.cluster.name}, {result.config.seeds} seeds")
+    fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=120)
+    except OSError as exc:
+        raise SchedGymError(f"cannot write {path}: {exc.strerror}") from None
+    finally:
+        plt.close(fig)

@@ -1,0 +1,275 @@
+"""Train a learned preemption agent with stable-baselines3: ``schedgym train``.
+
+Reads top to bottom: configuration, environments, model, evaluation callback, learn, save.
+
+Seeds: ``seed`` goes to ``random``, numpy and torch (``set_random_seed``), to the model, and to the training
+environments (environment ``i`` is reset with ``seed + i``; each episode then draws a fresh workload from
+the environment's ``np_random``). Evaluation uses fixed *validation* workloads, ``workload_seed`` in
+``VALIDATION_SEEDS``, never the *test* seeds that ``schedgym compare`` uses (0, 1, 2, ... below 100,000).
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+import time
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agents.learned import ALGOS, SavedAgent, algo_class
+from schedgym.errors import ConfigError
+
+VALIDATION_SEEDS = range(100_000, 100_100)
+
+
+@dataclass
+class TrainConfig:
+    """Everything one training run depends on."""
+
+    algo: str = "maskable_ppo"
+    """maskable_ppo (reads action masks), ppo or dqn (both through IllegalActionAsWait)"""
+    env_id: str = "schedgym/Preemption-v0"
+    """registered environment id"""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """EnvConfig overrides for the environment (JSON on the command line)"""
+    total_timesteps: int = 200_000
+    """environment steps (decisions) to train for"""
+    n_envs: int = 2
+    """parallel training environments"""
+    vec_env: str = "subproc"
+    """subproc (one process per environment) or dummy (all in this process)"""
+    seed: int = 0
+    """seed for random, numpy, torch, the model and the environments"""
+    net_arch: tuple[int, ...] = (64, 64)
+    """hidden layer sizes of the policy (and value) network"""
+    learning_rate: float = 3e-4
+    """initial learning rate"""
+    lr_schedule: str = "constant"
+    """constant, or linear decay to 0 over training"""
+    n_steps: int = 512
+    """PPO: steps per environment per update"""
+    batch_size: int = 128
+    """minibatch size"""
+    gamma: float = 0.99
+    """discount factor"""
+    ent_coef: float = 0.01
+    """PPO: entropy bonus"""
+    normalize_reward: bool = True
+    """scale rewards by a running estimate of the return's spread (VecNormalize, training only)"""
+    eval_freq: int = 20_000
+    """evaluate every this many total steps (0: never)"""
+    n_eval_workloads: int = 5
+    """validation workloads per evaluation"""
+    run_dir: str = "runs"
+    """where runs are written: {run_dir}/{env_id}__{algo}__{seed}__{timestamp}/"""
+    tensorboard: bool = True
+    """log to TensorBoard (needs the tensorboard package)"""
+    progress: bool = True
+    """show a progress bar"""
+
+    def __post_init__(self) -> None:
+        if self.algo not in ALGOS:
+            raise ConfigError(f"Expected algo in {sorted(ALGOS)}, got {self.algo!r}")
+        for name in ("total_timesteps", "n_envs", "n_steps", "batch_size", "n_eval_workloads"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ConfigError(f"Expected {name} > 0, got {value!r}")
+        if self.eval_freq < 0:
+            raise ConfigError(f"Expected eval_freq >= 0, got {self.eval_freq!r}")
+        if self.vec_env not in ("subproc", "dummy"):
+            raise ConfigError(f"Expected vec_env 'subproc' or 'dummy', got {self.vec_env!r}")
+        if self.lr_schedule not in ("constant", "linear"):
+            raise ConfigError(f"Expected lr_schedule 'constant' or 'linear', got {self.lr_schedule!r}")
+        if not (self.learning_rate > 0):
+            raise ConfigError(f"Expected learning_rate > 0, got {self.learning_rate!r}")
+        if not (0 < self.gamma <= 1):
+            raise ConfigError(f"Expected 0 < gamma <= 1, got {self.gamma!r}")
+        if not self.net_arch or any(int(h) <= 0 for h in self.net_arch):
+            raise ConfigError(f"Expected positive layer sizes in net_arch, got {self.net_arch!r}")
+        if self.n_eval_workloads > len(VALIDATION_SEEDS):
+            raise ConfigError(f"Expected n_eval_workloads <= {len(VALIDATION_SEEDS)}, got {self.n_eval_workloads}")
+
+    @property
+    def run_name(self) -> str:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        return f"{self.env_id.replace('/', '_')}__{self.algo}__{self.seed}__{stamp}"
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """The one-line docstring under each dataclass field (as tyro reads them), for ``--help``."""
+    tree = ast.parse(inspect.getsource(cls))
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    docs: dict[str, str] = {}
+    for prev, node in zip(body, body[1:], strict=False):
+        if (
+            isinstance(prev, ast.AnnAssign)
+            and isinstance(prev.target, ast.Name)
+            and isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        ):
+            docs[prev.target.id] = node.value.value.strip()
+    return docs
+
+
+def evaluate(saved_or_model: Any, env_id: str, env_kwargs: dict[str, Any], seeds: Any, maskable: bool) -> dict:
+    """Deterministic episodes on fixed workloads: mean return and the slowdown figures per class."""
+    import gymnasium as gym
+
+    import schedgym  # noqa: F401
+    from agents.learned import LearnedAgent
+    from schedgym.envs.wrappers import IllegalActionAsWait
+    from schedgym.sim.job import JobClass
+
+    env = gym.make(env_id, **env_kwargs)
+    if not maskable:
+        env = IllegalActionAsWait(env)
+    agent = LearnedAgent(saved_or_model, env, maskable=maskable)
+    returns, te95, be95, illegal = [], [], [], 0
+    for s in seeds:
+        obs, info = env.reset(options={"workload_seed": int(s)})
+        done, total = False, 0.0
+        while not done:
+            action, _ = agent.predict(obs, deterministic=True)
+            obs, reward, terminated, truncated, info = env.step(action)
+            total += reward
+            done = terminated or truncated
+        illegal += int(info.get("illegal_actions", 0))
+        result = env.unwrapped.sim.result()  # type: ignore[attr-defined]
+        returns.append(total)
+        te95.append(result.class_stats(JobClass.TE).slowdown_p95)
+        be95.append(result.class_stats(JobClass.BE).slowdown_p95)
+    env.close()
+    return {
+        "mean_return": float(np.mean(returns)),
+        "te_slowdown_p95": float(np.mean(te95)),
+        "be_slowdown_p95": float(np.mean(be95)),
+        "illegal_actions": illegal,
+    }
+
+
+def train(config: TrainConfig) -> Path:
+    """Train, evaluate periodically, keep the best checkpoint, save the final model; return the run dir."""
+    import gymnasium as gym
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.monitor import Monitor
+    from stable_baselines3.common.utils import set_random_seed
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecNormalize
+
+    import schedgym  # noqa: F401
+    from schedgym.envs.wrappers import IllegalActionAsWait
+
+    maskable = ALGOS[config.algo][2]
+    run_dir = Path(config.run_dir) / config.run_name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    set_random_seed(config.seed)
+
+    # --- environments
+    def make_env() -> gym.Env:
+        env = gym.make(config.env_id, **config.env_kwargs)
+        if not maskable:
+            env = IllegalActionAsWait(env)  # explicit and counted in info
+        return Monitor(env)
+
+    vec_cls = SubprocVecEnv if (config.vec_env == "subproc" and config.n_envs > 1) else DummyVecEnv
+    venv: VecEnv = vec_cls([make_env for _ in range(config.n_envs)])
+    venv.seed(config.seed)
+    if config.normalize_reward:
+        # Episode returns are sums of hundreds of slowdowns; a unit scale helps the value function. Only
+        # rewards are scaled, so the saved policy needs no statistics at evaluation.
+        venv = VecNormalize(venv, norm_obs=False, norm_reward=True, gamma=config.gamma)
+
+    # --- model
+    lr: Any = config.learning_rate
+    if config.lr_schedule == "linear":
+        lr = _linear(config.learning_rate)
+    kwargs: dict[str, Any] = {
+        "learning_rate": lr,
+        "gamma": config.gamma,
+        "batch_size": config.batch_size,
+        "seed": config.seed,
+        "device": "cpu",
+        "verbose": 0,
+        "policy_kwargs": {"net_arch": list(config.net_arch)},
+        "tensorboard_log": str(run_dir / "tb") if config.tensorboard else None,
+    }
+    if config.algo in ("maskable_ppo", "ppo"):
+        kwargs.update(n_steps=config.n_steps, ent_coef=config.ent_coef)
+    model = algo_class(config.algo)("MlpPolicy", venv, **kwargs)
+
+    # --- periodic evaluation on fixed validation workloads, keeping the best
+    seeds = list(VALIDATION_SEEDS)[: config.n_eval_workloads]
+    best = {"mean_return": -np.inf}
+    history: list[dict[str, Any]] = []
+
+    class Evaluate(BaseCallback):
+        def _on_step(self) -> bool:
+            if config.eval_freq and self.num_timesteps // config.eval_freq > len(history):
+                stats = evaluate(self.model, config.env_id, config.env_kwargs, seeds, maskable)
+                stats["timesteps"] = self.num_timesteps
+                history.append(stats)
+                for key in ("mean_return", "te_slowdown_p95", "be_slowdown_p95"):
+                    self.logger.record(f"eval/{key}", stats[key])
+                if stats["mean_return"] > best["mean_return"]:
+                    best.update(stats)
+                    self.model.save(run_dir / "best_model.zip")
+                    _write_meta(run_dir / "best_model.json", config, {"evaluation": stats})
+            return True
+
+    t0 = time.perf_counter()
+    model.learn(
+        total_timesteps=config.total_timesteps,
+        callback=Evaluate(),
+        progress_bar=config.progress,
+        tb_log_name="train",
+    )
+    seconds = time.perf_counter() - t0
+    venv.close()
+
+    # --- save the final model with everything needed to load it again
+    final = evaluate(model, config.env_id, config.env_kwargs, seeds, maskable)
+    model.save(run_dir / "model.zip")
+    summary = {
+        "train_seconds": seconds,
+        "steps_per_second": config.total_timesteps / seconds,
+        "final_evaluation": final,
+        "best_evaluation": best if history else None,
+        "evaluations": history,
+    }
+    _write_meta(run_dir / "model.json", config, summary)
+    print(f"trained {config.total_timesteps} steps in {seconds:.0f} s: {config.total_timesteps / seconds:,.0f} steps/s")
+    print(f"final validation: {final}")
+    best_note = f" and best_model.zip (return {best['mean_return']:.1f})" if history else ""
+    print(f"saved {run_dir / 'model.zip'}{best_note}")
+    return run_dir
+
+
+def _linear(initial: float) -> Any:
+    def schedule(progress_remaining: float) -> float:
+        return progress_remaining * initial
+
+    return schedule
+
+
+def _write_meta(path: Path, config: TrainConfig, extra: dict[str, Any]) -> None:
+    meta = {
+        "algo": config.algo,
+        "env_id": config.env_id,
+        "env_kwargs": config.env_kwargs,
+        "train_config": {f.name: getattr(config, f.name) for f in fields(config)},
+        "validation_seeds": [VALIDATION_SEEDS.start, VALIDATION_SEEDS.start + config.n_eval_workloads],
+        **extra,
+    }
+    path.write_text(json.dumps(meta, indent=2, default=list) + "\n")
+
+
+def load(path: str | Path) -> SavedAgent:
+    """A saved run's model (``model.zip`` or ``best_model.zip``) with its description."""
+    return SavedAgent.from_path(path)
+
+
+__all__ = ["VALIDATION_SEEDS", "TrainConfig", "evaluate", "field_docs", "load", "train"]
