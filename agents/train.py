@@ -136,7 +136,7 @@ def evaluate(saved_or_model: Any, env_id: str, env_kwargs: dict[str, Any], seeds
         while not done:
             action, _ = agent.predict(obs, deterministic=True)
             obs, reward, terminated, truncated, info = env.step(action)
-            total += reward
+            total += float(reward)
             done = terminated or truncated
         illegal += int(info.get("illegal_actions", 0))
         result = env.unwrapped.sim.result()  # type: ignore[attr-defined]

@@ -90,7 +90,7 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:
     )
     for f in dataclasses.fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc,operator]
         help_text = f"{docs.get(f.name, '')} (default: {default})"
         if f.type in ("bool", bool):
             tr.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=help_text)
