@@ -201,8 +201,8 @@ class PreemptionEnv(gym.Env):
         self._chosen: list[Job] = []
         self._targets: list[int] = []
         self._done = True
+        self._ended = True
         self._last_accrued = (0.0, 0.0)
-        self._last_time = 0.0
         self._estimate: np.ndarray = np.ones(0)
         self.n_decisions = 0
         self.n_steps = 0
@@ -216,9 +216,9 @@ class PreemptionEnv(gym.Env):
         noise = self.config.estimate_noise
         n = len(workload.jobs)
         self._estimate = np.exp(self.np_random.normal(0.0, noise, n)) if noise > 0 else np.ones(n)
-        self._done = False
+        self._done = False  # the workload has drained
+        self._ended = False  # ... and a step has returned terminated=True
         self._last_accrued = (0.0, 0.0)
-        self._last_time = 0.0
         self.n_decisions = 0
         self.n_steps = 0
         self._next_decision()
@@ -226,7 +226,7 @@ class PreemptionEnv(gym.Env):
         return self._observation(), info
 
     def step(self, action: Any):
-        if self.sim is None or self._done:
+        if self.sim is None or self._ended:
             raise SchedGymError("step() called on a finished episode (or before reset()); call reset() first")
         a = self._check_action(action)
         self.n_steps += 1
@@ -255,6 +255,7 @@ class PreemptionEnv(gym.Env):
         reward = parts["te_slowdown"] + parts["be_slowdown"] + parts["preemption"]
         obs = self._observation()
         info = self._info(interval=self.sim.now - start, parts=parts)
+        self._ended = self._done
         return obs, float(reward), self._done, False, info
 
     def action_masks(self) -> np.ndarray:
