@@ -92,23 +92,29 @@ class NodeByNodePolicy(Policy):
     def _decide(self, request: PreemptionRequest) -> PreemptionPlan:
         need = request.job.demand
         k = request.n_nodes_needed
-        options: list[tuple[tuple, int, list[Job]]] = []
         avail = request.avail.tolist()
+        feasible: list[tuple[int, Vec, list[Job]]] = []
         for n, cands in request.candidates.items():
             a = avail[n]
             deficit = (max(need[0] - a[0], 0.0), max(need[1] - a[1], 0.0), max(need[2] - a[2], 0.0))
             if deficit[0] <= EPS and deficit[1] <= EPS and deficit[2] <= EPS:
                 continue  # room without preemption: only a gang gets here, handled below
-            if not covers(total_demand(cands), deficit):
-                continue
-            evaluated = self._evaluate_node(request, n, deficit, cands)
-            if evaluated is not None:
-                score, victims = evaluated
-                options.append((score, n, victims))
+            if covers(total_demand(cands), deficit):
+                feasible.append((n, deficit, cands))
+        options: list[tuple[tuple, int, list[Job]]] = []
         if k > 1:
             # A gang may use nodes that already have room (at no cost) for some of its members.
             for n in np.flatnonzero((request.avail >= request.job.member - EPS).all(axis=1)).tolist():
                 options.append(((float("-inf"),), n, []))
+        if len(options) + len(feasible) < k:
+            # Decline before scoring anything, so that a randomised rule draws nothing for a request that
+            # offers no choice (the environment declines those without asking, and must stay in step).
+            return DECLINE
+        for n, deficit, cands in feasible:
+            evaluated = self._evaluate_node(request, n, deficit, cands)
+            if evaluated is not None:
+                score, victims = evaluated
+                options.append((score, n, victims))
         if len(options) < k:
             return DECLINE
         options.sort(key=lambda o: (o[0], o[1]))

@@ -533,6 +533,10 @@ class PreemptionEnv(gym.Env):
             wl.check_fits(self.cluster)
             return wl
         if self._trace is not None:
+            if "workload_seed" in options:
+                raise SchedGymError(
+                    "options['workload_seed'] applies to synthetic workloads; a trace takes 'window_start'"
+                )
             jobs = self._trace.jobs
             n = min(self.config.n_jobs, len(jobs))
             start = options.get("window_start")
@@ -544,9 +548,14 @@ class PreemptionEnv(gym.Env):
             t0 = window[0].submit_time
             shifted = tuple(replace(j, submit_time=j.submit_time - t0) for j in window)
             return Workload(shifted, name=f"{self._trace.name}[{start}:{start + n}]")
+        if "window_start" in options:
+            raise SchedGymError("options['window_start'] applies to traces; a synthetic workload takes 'workload_seed'")
         synth = preset(self.config.workload, n_jobs=self.config.n_jobs)
         if "workload_seed" in options:
-            rng = np.random.default_rng(np.random.SeedSequence([int(options["workload_seed"]), 0]))
+            seed = options["workload_seed"]
+            if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
+                raise SchedGymError(f"Expected options['workload_seed'] to be an integer >= 0, got {seed!r}")
+            rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0]))
         else:
             rng = self.np_random
         return generate(synth, self.cluster, rng, name=self.config.workload)

@@ -114,8 +114,6 @@ class Simulator:
         # was free at the decision, or handed over by victims as they release); avail: what anyone may use.
         self.held = np.zeros_like(self.capacity)
         self.avail = self.capacity.copy()
-        self._avail_view = self.avail.view()
-        self._avail_view.setflags(write=False)
         self.now = 0.0
         self.jobs: list[Job] = []
         self._running_on: list[set[int]] = [set() for _ in cluster.nodes]
@@ -522,11 +520,19 @@ class Simulator:
         return PreemptionRequest(
             job=job,
             now=self.now,
-            avail=self._avail_view,
+            avail=self._read_only(self.avail),
             capacity=cap,
             candidates=self.candidates(),
             capacity_rows=self._capacity_rows,
         )
+
+    @staticmethod
+    def _read_only(a: np.ndarray) -> np.ndarray:
+        # A fresh view per request (not one kept on self): a copied or unpickled simulator must not hand
+        # out a view of the original's array.
+        v = a.view()
+        v.setflags(write=False)
+        return v
 
     def _check_plan(self, request: PreemptionRequest, plan: PreemptionPlan) -> None:
         job = request.job
