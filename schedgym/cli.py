@@ -57,8 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--cluster", default="paper", metavar="NAME|PATH", help="cluster preset or CSV (default: paper)")
     cmp.add_argument(
         "--policies",
-        default="fifo,priority,k8s,fitgpp",
-        help=f"comma-separated policy names (default: fifo,priority,k8s,fitgpp); known: {','.join(policy_names())}",
+        default="fifo,priority,k8s,fitgpp,ppo",
+        help="comma-separated policy names, NAME:PATH for a saved agent (default: fifo,priority,k8s,fitgpp,ppo, "
+        f"ppo being the bundled agent); known: {','.join(policy_names())}",
     )
     cmp.add_argument("--seeds", type=_positive_int, default=5, help="number of workloads/seeds (default: 5)")
     cmp.add_argument("--first-seed", type=_nonneg_int, default=0, help="first seed (default: 0)")

@@ -228,3 +228,22 @@ def test_csv_and_plot_outputs(tmp_path):
     assert float(te95["ci95_low"]) <= float(te95["mean"]) <= float(te95["ci95_high"])
     assert te95["diff_vs_fifo"] != "" and te95["diff_vs_fitgpp"] == ""
     assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ------------------------------------------------------------------------------------------ the bundled agent
+
+
+def test_bundled_agent_loads_by_name_and_is_small():
+    saved = make_policy("ppo")
+    assert isinstance(saved, SavedAgent) and saved.algo == "maskable_ppo"
+    assert Path(saved.path).stat().st_size < 5 * 2**20
+    assert "train_command" in saved.meta and "schedgym train" in saved.meta["train_command"]
+
+
+def test_bundled_agent_is_in_the_default_comparison_and_acts():
+    config = CompareConfig(seeds=1, n_jobs=1000)
+    assert "ppo" in config.policies
+    result = run_comparison(config, progress=False)
+    ppo = result.runs["ppo"][0]
+    assert ppo.n_preemptions > 0  # it does preempt on a contended workload
+    np.testing.assert_array_equal(ppo.submit, result.runs["fifo"][0].submit)

@@ -71,7 +71,7 @@ def _paired(mine: list[dict], ref: list[dict]) -> dict[str, Any]:
 class CompareConfig:
     """What to compare, on what."""
 
-    policies: tuple[str, ...] = ("fifo", "priority", "k8s", "fitgpp")
+    policies: tuple[str, ...] = ("fifo", "priority", "k8s", "fitgpp", "ppo")
     """policy specs, resolved through the registry"""
     workload: str | None = "paper"
     """synthetic preset name (ignored when ``trace`` is set)"""
@@ -294,7 +294,7 @@ _TABLE_COLUMNS = (  # (header, class or None, field, width, decimals)
 def format_table(result: ComparisonResult) -> str:
     """The on-screen table: means, ratios to FIFO (when run), paired differences to FitGpp (when run)."""
     summary = result.summary()
-    summ = summary["policies"]
+    summ = {_display(name): e for name, e in summary["policies"].items()}
     width = max([18, *(len(n) for n in summ)])
     head = f"{'policy':<{width}} " + " ".join(f"{h:>{w}}" for h, _, _, w, _ in _TABLE_COLUMNS)
     cfg = result.config
@@ -311,7 +311,7 @@ def format_table(result: ComparisonResult) -> str:
     ratios = result.ratios("fifo")
     if ratios:
         lines += ["", "ratio to fifo", head, "-" * len(head)]
-        for name, r in ratios.items():
+        for name, r in ((_display(n), r) for n, r in ratios.items()):
             cells = [r[f"{c}_{f}"] if c else r[f] for _, c, f, _, _ in _TABLE_COLUMNS]
             lines.append(_row(name, cells, [(w, 3) for _, _, _, w, _ in _TABLE_COLUMNS], width))
     if cfg.seeds > 1 and any("fitgpp" in e["paired"] for e in summ.values()):
@@ -325,6 +325,11 @@ def format_table(result: ComparisonResult) -> str:
             cells = [f"{p[c][f]['mean']:+.3f} +- {p[c][f]['ci95']:.3f}" for _, c, f in keys]
             lines.append(f"{name:<{width}} " + " ".join(f"{c:>19}" for c in cells))
     return "\n".join(lines)
+
+
+def _display(name: str, limit: int = 32) -> str:
+    """A policy name short enough for the table (a NAME:PATH spec keeps its start and its end)."""
+    return name if len(name) <= limit else f"{name[:12]}...{name[-(limit - 15) :]}"
 
 
 def _row(name: str, values: list[float], formats: list[tuple[int, int]], width: int = 18) -> str:
