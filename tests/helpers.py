@@ -6,6 +6,8 @@ resource, so that the arithmetic in their comments stays short.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -130,3 +132,10 @@ class _JobView:
         if name not in self._FIELDS:
             raise AttributeError(name)
         return getattr(self._r, name)[self._i].item()
+
+
+def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run ``python -m schedgym.cli ARGS`` in a fresh interpreter, as a user's shell would."""
+    return subprocess.run(
+        [sys.executable, "-m", "schedgym.cli", *args], capture_output=True, text=True, timeout=timeout
+    )

@@ -5,10 +5,9 @@ from __future__ import annotations
 import csv
 import json
 import math
-import subprocess
-import sys
 
 import pytest
+from helpers import run_cli
 
 from schedgym.cli import main
 
@@ -230,24 +229,7 @@ def assert_one_line_error(stderr: str) -> str:
 
 def test_malformed_trace_subprocess(tmp_path):
     path = write_trace(tmp_path, "job_id,submit_time,duration,gpus,class\na,0,100,1,BE\nb,0,-5,1,BE\n")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "schedgym.cli",
-            "compare",
-            "--trace",
-            str(path),
-            "--policies",
-            "fifo",
-            "--seeds",
-            "1",
-            "--no-progress",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_cli("compare", "--trace", str(path), "--policies", "fifo", "--seeds", "1", "--no-progress")
     assert proc.returncode == 2, proc.stderr
     line = assert_one_line_error(proc.stderr)
     assert f"{path}:3" in line
@@ -276,25 +258,8 @@ def test_malformed_trace_in_process(tmp_path, capsys, trace_text, needle):
 def test_non_utf8_trace_exits_2(tmp_path):
     path = tmp_path / "latin1.csv"
     path.write_bytes("job_id,submit_time,duration,gpus,class\nj\u00e9,0,10,1,BE\n".encode("latin-1"))
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "schedgym.cli",
-            "compare",
-            "--trace",
-            str(path),
-            "--cluster",
-            "small",
-            "--policies",
-            "fifo",
-            "--seeds",
-            "1",
-            "--no-progress",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    proc = run_cli(
+        "compare", "--trace", str(path), "--cluster", "small", "--policies", "fifo", "--seeds", "1", "--no-progress"
     )
     assert proc.returncode == 2, proc.stderr
     assert str(path) in assert_one_line_error(proc.stderr)

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import run_cli
 
 pytest.importorskip("sb3_contrib")
 
@@ -99,11 +98,7 @@ def test_missing_description_is_a_clear_error(tmp_path, trained):
 
 
 def test_cli_reports_a_missing_model_without_traceback(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "schedgym.cli", "compare", "--policies", f"fifo,ppo:{tmp_path}/x.zip", "--seeds", "1"],
-        capture_output=True,
-        text=True,
-    )
+    proc = run_cli("compare", "--policies", f"fifo,ppo:{tmp_path}/x.zip", "--seeds", "1")
     assert proc.returncode == 2
     assert "schedgym: error: No model at" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -122,31 +117,24 @@ def test_unmasked_algorithms_train_through_the_illegal_action_wrapper(tmp_path, 
 
 @pytest.mark.slow
 def test_train_cli_end_to_end(tmp_path):
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "schedgym.cli",
-            "train",
-            "--total-timesteps",
-            "128",
-            "--n-envs",
-            "2",
-            "--n-steps",
-            "64",
-            "--batch-size",
-            "32",
-            "--eval-freq",
-            "0",
-            "--env-kwargs",
-            '{"n_jobs": 150}',
-            "--run-dir",
-            str(tmp_path),
-            "--no-tensorboard",
-            "--no-progress",
-        ],
-        capture_output=True,
-        text=True,
+    proc = run_cli(
+        "train",
+        "--total-timesteps",
+        "128",
+        "--n-envs",
+        "2",
+        "--n-steps",
+        "64",
+        "--batch-size",
+        "32",
+        "--eval-freq",
+        "0",
+        "--env-kwargs",
+        '{"n_jobs": 150}',
+        "--run-dir",
+        str(tmp_path),
+        "--no-tensorboard",
+        "--no-progress",
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
