@@ -52,9 +52,18 @@ def build_parser() -> argparse.ArgumentParser:
         "GPU utilisation per policy, with ratios to fifo.",
     )
     src = cmp.add_mutually_exclusive_group()
-    src.add_argument("--workload", default="paper", help="synthetic workload preset (default: paper)")
+    src.add_argument(
+        "--workload",
+        default="paper",
+        help="synthetic preset (paper) or bundled trace (philly, alibaba2023); default: paper",
+    )
     src.add_argument("--trace", metavar="PATH", help="trace CSV to replay instead of a synthetic workload")
-    cmp.add_argument("--cluster", default="paper", metavar="NAME|PATH", help="cluster preset or CSV (default: paper)")
+    cmp.add_argument(
+        "--cluster",
+        default=None,
+        metavar="NAME|PATH",
+        help="cluster preset or CSV (default: the workload's own; paper for synthetic workloads)",
+    )
     cmp.add_argument(
         "--policies",
         default="fifo,priority,k8s,fitgpp,ppo",

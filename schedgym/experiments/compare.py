@@ -23,6 +23,7 @@ from schedgym.sim.cluster import ClusterSpec, resolve_cluster
 from schedgym.sim.job import JobClass
 from schedgym.sim.metrics import RunResult
 from schedgym.sim.simulator import SimConfig
+from schedgym.workloads.named import TRACE_WORKLOADS
 from schedgym.workloads.synthetic import generate, preset
 from schedgym.workloads.trace import Workload, load_trace
 
@@ -77,8 +78,8 @@ class CompareConfig:
     """synthetic preset name (ignored when ``trace`` is set)"""
     trace: str | None = None
     """path to a trace CSV; every seed then replays the same trace"""
-    cluster: str = "paper"
-    """cluster preset name or path to a cluster CSV"""
+    cluster: str | None = None
+    """cluster preset name or path to a cluster CSV (None: the workload's own, 'paper' for synthetic ones)"""
     seeds: int = 5
     """number of workloads (seeds first_seed, first_seed+1, ...)"""
     first_seed: int = 0
@@ -179,8 +180,17 @@ def _ratio(a: float, b: float) -> float:
     return a / b if b else float("nan")
 
 
+def default_cluster(config: CompareConfig) -> str:
+    if config.cluster is not None:
+        return config.cluster
+    if config.trace is None and config.workload in TRACE_WORKLOADS:
+        return TRACE_WORKLOADS[config.workload].cluster
+    return "paper"
+
+
 def load_workloads(config: CompareConfig, cluster: ClusterSpec) -> tuple[str, list[Workload]]:
-    """The workload of every seed. Synthetic: one independent draw per seed. Trace: the trace itself."""
+    """The workload of every seed. Synthetic: one independent draw per seed. A named trace workload: test
+    window ``first_seed + i`` for seed ``i``. A trace file: the trace itself for every seed."""
     if config.trace is not None:
         wl = load_trace(config.trace)
         if config.n_jobs is not None:
@@ -188,6 +198,20 @@ def load_workloads(config: CompareConfig, cluster: ClusterSpec) -> tuple[str, li
         wl.check_fits(cluster)
         return wl.name, [wl] * config.seeds
     assert config.workload is not None
+    if config.workload in TRACE_WORKLOADS:
+        if config.n_jobs is not None:
+            raise ConfigError(f"--jobs applies to synthetic workloads; {config.workload!r} is cut into time windows")
+        tw = TRACE_WORKLOADS[config.workload]
+        available = len(tw.windows("test"))
+        if config.first_seed + config.seeds > available:
+            raise ConfigError(
+                f"Workload {config.workload!r} has {available} test windows; "
+                f"--first-seed {config.first_seed} --seeds {config.seeds} asks for more"
+            )
+        windows = [tw.window("test", config.first_seed + i) for i in range(config.seeds)]
+        for wl in windows:
+            wl.check_fits(cluster)
+        return config.workload, windows
     overrides = {"n_jobs": config.n_jobs} if config.n_jobs is not None else {}
     synth = preset(config.workload, **overrides)
     workloads = []
@@ -204,9 +228,10 @@ def run_comparison(
     config: CompareConfig, *, progress: bool | None = None, log_dir: str | None = None
 ) -> ComparisonResult:
     """Run every policy on every seed's workload. ``progress``: None shows a bar on a terminal only."""
-    cluster = resolve_cluster(config.cluster)
+    cluster_name = default_cluster(config)
+    cluster = resolve_cluster(cluster_name)
     name, workloads = load_workloads(config, cluster)
-    policies = {spec: make_runner(spec, config.cluster, config.sim) for spec in config.policies}
+    policies = {spec: make_runner(spec, cluster_name, config.sim) for spec in config.policies}
     runs: dict[str, list[RunResult]] = {p: [] for p in policies}
     wall = {p: 0.0 for p in policies}
     bar = _progress_bar(len(workloads) * len(policies), progress)
@@ -219,6 +244,8 @@ def run_comparison(
                 rng = np.random.default_rng(np.random.SeedSequence([seed, 1]))
                 t0 = time.perf_counter()
                 result = run(wl, rng, seed)
+                if wl.measured is not None:  # leave out the warm-up jobs
+                    result = result.only(np.array(wl.measured))
                 wall[spec] += time.perf_counter() - t0
                 runs[spec].append(result)
                 if log_dir is not None:

@@ -78,7 +78,14 @@ CLUSTER_PRESETS: dict[str, tuple[int, float, float, float]] = {
     "paper": (16, 8, 64, 512),
     "small": (4, 8, 64, 512),
     "large": (64, 8, 64, 512),
+    # For the Philly trace: 64 x 8 GPUs makes its Oct-2017 load (about 550 GPUs) contended; CPUs and memory
+    # match the converter's imputation (12 CPUs and 48 GB per GPU).
+    "philly": (64, 8, 96, 384),
 }
+
+# Heterogeneous clusters shipped as CSV files in schedgym/data/.
+BUNDLED_CLUSTERS: dict[str, str] = {"alibaba2023": "alibaba2023_nodes.csv"}
+_DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
 
 def cluster_preset(name: str) -> ClusterSpec:
@@ -87,7 +94,8 @@ def cluster_preset(name: str) -> ClusterSpec:
         n, g, c, m = CLUSTER_PRESETS[name]
     except KeyError:
         raise UnknownNameError(
-            f"Unknown cluster {name!r}; expected one of {sorted(CLUSTER_PRESETS)} or a path to a CSV file"
+            f"Unknown cluster {name!r}; expected one of {sorted(CLUSTER_PRESETS) + sorted(BUNDLED_CLUSTERS)} "
+            "or a path to a CSV file"
         ) from None
     return ClusterSpec.homogeneous(n, g, c, m, name=name)
 
@@ -144,9 +152,12 @@ def load_cluster_csv(path: str | Path) -> ClusterSpec:
 
 
 def resolve_cluster(name_or_path: str) -> ClusterSpec:
-    """A preset name, or a path to a cluster CSV."""
+    """A preset name, a bundled cluster name, or a path to a cluster CSV."""
     if name_or_path in CLUSTER_PRESETS:
         return cluster_preset(name_or_path)
+    if name_or_path in BUNDLED_CLUSTERS:
+        spec = load_cluster_csv(_DATA_DIR / BUNDLED_CLUSTERS[name_or_path])
+        return ClusterSpec(spec.nodes, name=name_or_path)
     if name_or_path.endswith(".csv") or Path(name_or_path).exists():
         return load_cluster_csv(name_or_path)
     return cluster_preset(name_or_path)  # raises with the list of names

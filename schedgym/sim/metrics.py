@@ -71,6 +71,9 @@ class RunResult:
     segments: list[Segment]
     capacity_total: np.ndarray
     n_preemptions: int
+    # Set by only(): a subset keeps the utilisation of the whole run it was cut from (the utilisation of a
+    # subset of jobs over their own makespan would mean nothing).
+    whole_run_utilization: tuple[float, float] | None = None
 
     @property
     def slowdown(self) -> np.ndarray:
@@ -98,11 +101,46 @@ class RunResult:
 
     @property
     def gpu_utilization(self) -> float:
+        if self.whole_run_utilization is not None:
+            return self.whole_run_utilization[0]
         return self._utilization(self.gpus, float(self.capacity_total[0]))
 
     @property
     def cpu_utilization(self) -> float:
+        if self.whole_run_utilization is not None:
+            return self.whole_run_utilization[1]
         return self._utilization(self.cpus, float(self.capacity_total[1]))
+
+    def only(self, mask: np.ndarray) -> RunResult:
+        """The same run restricted to the jobs where ``mask`` is True (e.g. without a warm-up period)."""
+        mask = np.asarray(mask, dtype=bool)
+        keep = np.flatnonzero(mask)
+        new_index = {int(old): new for new, old in enumerate(keep)}
+        arrays = {
+            name: getattr(self, name)[mask]
+            for name in (
+                "job_class",
+                "submit",
+                "duration",
+                "gpus",
+                "cpus",
+                "first_start",
+                "completion",
+                "preemptions",
+                "grace_time",
+                "overhead_time",
+                "run_time",
+            )  # fmt: skip
+        }
+        segments = [s._replace(job=new_index[s.job]) for s in self.segments if s.job in new_index]
+        return RunResult(
+            job_ids=[self.job_ids[i] for i in keep],
+            segments=segments,
+            capacity_total=self.capacity_total,
+            n_preemptions=int(arrays["preemptions"].sum()),
+            whole_run_utilization=(self.gpu_utilization, self.cpu_utilization),
+            **arrays,
+        )
 
     def class_stats(self, job_class: JobClass) -> ClassStats:
         mask = self.job_class == int(job_class)

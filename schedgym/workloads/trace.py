@@ -23,6 +23,7 @@ and value: nothing is dropped or repaired silently.
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import math
 from collections.abc import Iterable
@@ -50,6 +51,7 @@ class Workload:
     name: str = "workload"
     path: str | None = None
     lines: tuple[int, ...] | None = None  # file line of each job, when read from a file
+    measured: tuple[bool, ...] | None = None  # jobs that count in the results (None: all); the rest warm up
 
     def __len__(self) -> int:
         return len(self.jobs)
@@ -188,8 +190,9 @@ def load_trace(path: str | Path, name: str | None = None) -> Workload:
 
 
 def save_trace(path: str | Path, jobs: Iterable[JobSpec]) -> None:
-    """Write jobs in the trace format (readable by :func:`load_trace`)."""
-    with open(path, "w", newline="", encoding="utf-8") as fh:
+    """Write jobs in the trace format (readable by :func:`load_trace`); ``.gz`` paths are compressed."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "wt", newline="", encoding="utf-8") as fh:  # type: ignore[operator]
         w = csv.writer(fh)
         w.writerow(COLUMNS)
         for j in jobs:
