@@ -10,8 +10,6 @@ the environment's ``np_random``). Evaluation uses fixed *validation* workloads, 
 
 from __future__ import annotations
 
-import ast
-import inspect
 import json
 import time
 from dataclasses import dataclass, field, fields
@@ -21,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from agents.learned import ALGOS, SavedAgent, algo_class
+from schedgym._fielddocs import field_docs
 from schedgym.errors import ConfigError
 
 VALIDATION_SEEDS = range(100_000, 100_100)
@@ -97,23 +96,6 @@ class TrainConfig:
     def run_name(self) -> str:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         return f"{self.env_id.replace('/', '_')}__{self.algo}__{self.seed}__{stamp}"
-
-
-def field_docs(cls: type) -> dict[str, str]:
-    """The one-line docstring under each dataclass field (as tyro reads them), for ``--help``."""
-    tree = ast.parse(inspect.getsource(cls))
-    body = tree.body[0].body  # type: ignore[attr-defined]
-    docs: dict[str, str] = {}
-    for prev, node in zip(body, body[1:], strict=False):
-        if (
-            isinstance(prev, ast.AnnAssign)
-            and isinstance(prev.target, ast.Name)
-            and isinstance(node, ast.Expr)
-            and isinstance(node.value, ast.Constant)
-            and isinstance(node.value.value, str)
-        ):
-            docs[prev.target.id] = node.value.value.strip()
-    return docs
 
 
 def evaluate(saved_or_model: Any, env_id: str, env_kwargs: dict[str, Any], seeds: Any, maskable: bool) -> dict:

@@ -83,14 +83,112 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--log-dir", metavar="DIR", help="write jobs.csv and segments.csv per policy and seed")
     cmp.add_argument("--no-progress", action="store_true", help="never show a progress bar")
     _add_train_parser(sub)
+    _add_trace_parser(sub)
     return parser
+
+
+def _add_trace_parser(sub: argparse._SubParsersAction) -> None:
+    """``schedgym trace convert --format NAME IN OUT``: every rule of the format settable with --set."""
+    import dataclasses
+
+    from schedgym._fielddocs import field_docs
+    from schedgym.workloads.convert import FORMATS, converter
+
+    epilog = []
+    for name in FORMATS:
+        try:
+            _, rules = converter(name)
+        except ImportError:  # a converter module that is not there cannot be offered
+            continue
+        docs = field_docs(rules)
+        epilog.append(f"rules of {name} (--set FIELD=VALUE):")
+        for f in dataclasses.fields(rules):
+            epilog.append(f"  {f.name} = {f.default!r}: {docs.get(f.name, '')}")
+    trace = sub.add_parser("trace", help="convert public traces to the schedgym trace format")
+    tsub = trace.add_subparsers(dest="trace_command", required=True)
+    cv = tsub.add_parser(
+        "convert",
+        help="convert a trace (philly, alibaba2023, swf)",
+        description="Convert a public trace to the schedgym trace CSV (a .gz output is compressed) and print "
+        "how many rows were kept, changed and dropped, by reason.",
+        epilog="\n".join(epilog),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    cv.add_argument("--format", required=True, choices=sorted(FORMATS))
+    cv.add_argument("input", help="the trace in its own format")
+    cv.add_argument("output", help="where to write the converted trace")
+    cv.add_argument("--set", dest="rules", action="append", default=[], metavar="FIELD=VALUE", help="a rule")
+    cv.add_argument("--nodes", metavar="PATH", help="alibaba2023: the node list; jobs that fit no node are dropped")
+    cv.add_argument("--cluster-out", metavar="PATH", help="alibaba2023: also write --nodes as a cluster CSV")
+
+
+def _rule_value(text: str, kind: str) -> object:
+    if text.lower() in ("none", "null") and "None" in kind:
+        return None
+    if kind.startswith("bool"):
+        if text.lower() in ("1", "true", "yes"):
+            return True
+        if text.lower() in ("0", "false", "no"):
+            return False
+        raise ValueError(text)
+    if kind.startswith("int"):
+        return int(text)
+    if kind.startswith("float"):
+        return float(text)
+    return text
+
+
+def _trace(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from schedgym.errors import ConfigError
+    from schedgym.workloads.convert import converter
+    from schedgym.workloads.trace import save_trace
+
+    convert, rules_cls = converter(args.format)
+    kinds = {f.name: str(f.type) for f in dataclasses.fields(rules_cls)}
+    values: dict[str, object] = {}
+    for item in args.rules:
+        key, sep, text = item.partition("=")
+        if not sep or key not in kinds:
+            raise ConfigError(f"--set {item!r}: expected FIELD=VALUE with FIELD one of {sorted(kinds)}")
+        try:
+            values[key] = _rule_value(text, kinds[key])
+        except ValueError:
+            raise ConfigError(f"--set {item!r}: expected a {kinds[key]} value, got {text!r}") from None
+    rules = rules_cls(**values)
+    extra: dict[str, object] = {}
+    if args.nodes or args.cluster_out:
+        if args.format != "alibaba2023":
+            raise ConfigError("--nodes and --cluster-out apply to --format alibaba2023")
+        if not args.nodes:
+            raise ConfigError("--cluster-out needs --nodes")
+        from schedgym.sim.cluster import save_cluster_csv
+        from schedgym.workloads.convert.alibaba import load_alibaba_cluster
+
+        cluster = load_alibaba_cluster(args.nodes)
+        extra["cluster"] = cluster
+        if args.cluster_out:
+            save_cluster_csv(args.cluster_out, cluster)
+    workload, report = convert(args.input, rules, **extra)
+    try:
+        save_trace(args.output, workload.jobs)
+    except OSError as exc:
+        raise ConfigError(f"cannot write {args.output}: {exc.strerror}") from None
+    print(report)
+    print(
+        f"wrote {len(workload.jobs)} jobs to {args.output}"
+        + (f" and the cluster to {args.cluster_out}" if args.cluster_out else "")
+    )
+    return 0
 
 
 def _add_train_parser(sub: argparse._SubParsersAction) -> None:
     """``schedgym train``: one option per TrainConfig field, its docstring as help."""
     import dataclasses
 
-    from agents.train import TrainConfig, field_docs
+    from agents.train import TrainConfig
+    from schedgym._fielddocs import field_docs
 
     docs = field_docs(TrainConfig)
     tr = sub.add_parser(
@@ -189,6 +287,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _compare(args)
         if args.command == "train":
             return _train(args)
+        if args.command == "trace":
+            return _trace(args)
     except SchedGymError as exc:
         print(f"schedgym: error: {exc}", file=sys.stderr)
         return 2

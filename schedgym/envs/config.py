@@ -8,6 +8,7 @@ from dataclasses import dataclass, fields
 from schedgym.errors import ConfigError
 from schedgym.sim.policy import QueueDiscipline
 from schedgym.sim.simulator import SimConfig
+from schedgym.workloads.named import SPLITS, TRACE_WORKLOADS
 from schedgym.workloads.synthetic import PRESETS
 
 
@@ -16,10 +17,12 @@ class EnvConfig:
     """Everything that defines a :class:`~schedgym.envs.PreemptionEnv`. Bad values raise
     :class:`~schedgym.errors.ConfigError` stating the expected and the actual value."""
 
-    cluster: str = "paper"
-    """cluster preset name or path to a cluster CSV"""
+    cluster: str | None = None
+    """cluster preset name or path to a cluster CSV (None: the workload's own; paper for synthetic ones)"""
     workload: str = "paper"
-    """synthetic workload preset (ignored when ``trace`` is set)"""
+    """synthetic preset, or bundled trace workload (philly, ...) cut into n_jobs windows (ignored with ``trace``)"""
+    split: str = "train"
+    """for a bundled trace workload: which time split episodes come from (train, validation, test)"""
     trace: str | None = None
     """trace CSV; each episode is a window of ``n_jobs`` consecutive jobs from a random start"""
     n_jobs: int = 500
@@ -48,8 +51,11 @@ class EnvConfig:
     """reward subtracted per preempted job"""
 
     def __post_init__(self) -> None:
-        if self.trace is None and self.workload not in PRESETS:
-            raise ConfigError(f"Expected workload in {sorted(PRESETS)} (or a trace), got {self.workload!r}")
+        known = sorted(PRESETS) + sorted(TRACE_WORKLOADS)
+        if self.trace is None and self.workload not in known:
+            raise ConfigError(f"Expected workload in {known} (or a trace), got {self.workload!r}")
+        if self.split not in SPLITS:
+            raise ConfigError(f"Expected split in {list(SPLITS)}, got {self.split!r}")
         _int(self, "n_jobs", 1)
         _int(self, "max_candidates", 1)
         _int(self, "max_preemptions", 0)
@@ -67,6 +73,14 @@ class EnvConfig:
                 raise ConfigError(f"Expected {name} to be a finite number, got {value!r}")
             if value < 0:
                 raise ConfigError(f"Expected {name} >= 0, got {value!r}")
+
+    @property
+    def cluster_name(self) -> str:
+        if self.cluster is not None:
+            return self.cluster
+        if self.trace is None and self.workload in TRACE_WORKLOADS:
+            return TRACE_WORKLOADS[self.workload].cluster
+        return "paper"
 
     def sim_config(self) -> SimConfig:
         return SimConfig(

@@ -19,6 +19,7 @@ from schedgym.sim.cluster import ClusterSpec, resolve_cluster
 from schedgym.sim.job import Job
 from schedgym.sim.policy import DECLINE, PreemptionPlan, PreemptionRequest
 from schedgym.sim.simulator import EPS, Simulator
+from schedgym.workloads.named import TRACE_WORKLOADS
 from schedgym.workloads.synthetic import generate, preset
 from schedgym.workloads.trace import Workload, load_trace
 
@@ -180,10 +181,13 @@ class PreemptionEnv(gym.Env):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise SchedGymError(f"Expected render_mode in {self.metadata['render_modes']} or None, got {render_mode!r}")
         self.render_mode = render_mode
-        self.cluster: ClusterSpec = resolve_cluster(self.config.cluster)
+        self.cluster: ClusterSpec = resolve_cluster(self.config.cluster_name)
         self._trace: Workload | None = None
         if self.config.trace is not None:
             self._trace = load_trace(self.config.trace)
+        elif self.config.workload in TRACE_WORKLOADS:
+            self._trace = TRACE_WORKLOADS[self.config.workload].split_jobs(self.config.split)
+        if self._trace is not None:
             self._trace.check_fits(self.cluster)
         cap = self.cluster.capacity
         self._scale = [float(x) if x > 0 else 1.0 for x in cap.max(axis=0)]

@@ -151,6 +151,15 @@ def load_cluster_csv(path: str | Path) -> ClusterSpec:
         raise TraceError(str(exc), path=path) from None
 
 
+def save_cluster_csv(path: str | Path, cluster: ClusterSpec) -> None:
+    """Write ``cluster`` as a CSV that :func:`load_cluster_csv` reads back (one row per node)."""
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["name", "gpus", "cpus", "mem_gb", "gpu_model"])
+        for n in cluster.nodes:
+            w.writerow([n.name, repr(n.gpus), repr(n.cpus), repr(n.mem_gb), n.gpu_model])
+
+
 def resolve_cluster(name_or_path: str) -> ClusterSpec:
     """A preset name, a bundled cluster name, or a path to a cluster CSV."""
     if name_or_path in CLUSTER_PRESETS:

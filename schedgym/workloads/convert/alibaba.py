@@ -1,0 +1,301 @@
+"""Alibaba GPU cluster trace 2023 ("openb", Weng et al., ATC'23) -> the schedgym trace format.
+
+Pod file columns: ``name, cpu_milli, memory_mib, num_gpu, gpu_milli, gpu_spec, qos, pod_phase, creation_time,
+deletion_time, scheduled_time`` (times in seconds from the start of the trace). Node file columns:
+``sn, cpu_milli, memory_mib, gpu, model``. The rules (each a parameter of :class:`AlibabaRules`):
+
+- only pods that were scheduled are kept: a pod with an empty ``scheduled_time`` never ran (the trace has
+  them in phase ``Pending``) and is dropped as "never scheduled". Pods that ran and then ``Failed`` are kept:
+  they held their resources until deleted;
+- ``submit_time`` = ``creation_time`` minus the window start (``start``, or the earliest ``creation_time``
+  kept); ``duration`` = ``deletion_time - scheduled_time``. The wait between creation and scheduling in the
+  real cluster is *not* part of the job: in the simulator the pod waits again, under the policy being tested;
+- ``cpus = cpu_milli / 1000``; ``mem_gb = memory_mib / 1024`` (GiB, the unit the node loader uses too);
+- GPUs: ``num_gpu`` whole GPUs when ``gpu_milli >= 1000``; a pod with ``num_gpu = 1`` and ``gpu_milli < 1000``
+  holds a fraction ``gpu_milli / 1000`` of one shared GPU. The simulator treats a node's GPUs as one divisible
+  amount, so it ignores *which* physical GPU is shared: two 0.6-GPU pods fit a 2-GPU node in the simulator,
+  as in reality, but three do too (1.8 <= 2), which the real cluster could not place (0.6 + 0.6 > 1 on
+  one GPU). ``round_fractional_gpus = True`` rounds every fraction up to one whole GPU instead (counted as
+  changed). A pod with ``num_gpu > 1`` and ``gpu_milli < 1000`` (none in the 2023 file) is taken as
+  ``num_gpu`` whole GPUs (counted as changed);
+- ``nodes = 1``: the trace is per pod and a pod runs on one node;
+- class: ``qos == "BE"`` is BE. The other classes (``LS`` latency-sensitive, ``Burstable``, ``Guaranteed``)
+  are TE when ``duration <= te_max_duration``. Such a service running longer is not an interactive
+  trial-and-error job; ``long_services_as = "BE"`` turns it into a BE job (counted as changed), ``"drop"``
+  drops it (counted);
+- grace period by class: ``grace_te`` for TE jobs, ``grace_be`` for BE jobs (only BE jobs are preempted, so
+  ``grace_te`` is recorded in the trace but does not act in the simulator);
+- the window ``[start, end)`` applies to ``creation_time``; rows outside it are dropped (counted);
+- ``job_id`` = the pod ``name``.
+
+Errors: a broken *file* raises :class:`TraceError` naming file, line, column and value (a missing column, a
+row with the wrong number of fields, a non-numeric value in a numeric column). A well-formed but unusable
+*row* (an empty required value, a non-positive duration, an inconsistent GPU request, an unknown ``qos``, a
+duplicate name, ...) is dropped and counted with its reason in the :class:`ConversionReport`. With a cluster
+given, :func:`convert_alibaba2023` also drops (and counts) the pods that fit no single node of it.
+
+Data notes (2023 file): the ``Running`` pods are still running at the end of the trace (their deletion
+time is where the record stops), so their durations are lower bounds; 33 pods were created long before
+the bulk of the trace (from t = 0, more than 100 days earlier), so without ``start`` the converted workload
+opens with a long, almost empty stretch.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from schedgym._csvio import read_text
+from schedgym.errors import ConfigError, TraceError
+from schedgym.sim.cluster import ClusterSpec, NodeSpec
+from schedgym.sim.job import JobClass, JobSpec
+from schedgym.workloads.convert.report import ConversionReport
+from schedgym.workloads.trace import Workload
+
+POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "qos", "creation_time",
+               "deletion_time", "scheduled_time")  # fmt: skip
+NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
+QOS_CLASSES = ("LS", "BE", "Burstable", "Guaranteed")
+LONG_SERVICES_AS = ("BE", "drop")
+
+
+@dataclass(frozen=True)
+class AlibabaRules:
+    """Conversion rules for the Alibaba 2023 GPU trace (see the module docstring)."""
+
+    start: float | None = None
+    """window start, in seconds of creation_time (None: the earliest kept pod)"""
+    end: float | None = None
+    """window end, exclusive, in seconds of creation_time (None: no end)"""
+    te_max_duration: float = 3600.0
+    """non-BE pods running at most this long (s) are TE"""
+    long_services_as: str = "BE"
+    """what becomes of non-BE pods running longer than te_max_duration: 'BE' or 'drop'"""
+    round_fractional_gpus: bool = False
+    """round a fractional (shared) GPU up to one whole GPU"""
+    grace_te: float = 30.0
+    """grace period of TE jobs (s)"""
+    grace_be: float = 30.0
+    """grace period of BE jobs (s)"""
+
+    def __post_init__(self) -> None:
+        for name in ("te_max_duration", "grace_te", "grace_be"):
+            value = getattr(self, name)
+            if not _finite(value) or value < 0:
+                raise ConfigError(f"Expected {name} >= 0, got {value!r}")
+        for name in ("start", "end"):
+            value = getattr(self, name)
+            if value is not None and not _finite(value):
+                raise ConfigError(f"Expected {name} to be a finite number of seconds or None, got {value!r}")
+        if self.start is not None and self.end is not None and self.start >= self.end:
+            raise ConfigError(f"Expected start < end, got {self.start!r} and {self.end!r}")
+        if self.long_services_as not in LONG_SERVICES_AS:
+            raise ConfigError(f"Expected long_services_as in {list(LONG_SERVICES_AS)}, got {self.long_services_as!r}")
+        if not isinstance(self.round_fractional_gpus, bool):
+            raise ConfigError(f"Expected round_fractional_gpus to be a bool, got {self.round_fractional_gpus!r}")
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _reader(path: str, what: str, columns: tuple[str, ...]) -> csv.DictReader:
+    reader = csv.DictReader(io.StringIO(read_text(path, what), newline=""))
+    header = reader.fieldnames
+    if not header:
+        raise TraceError("empty file: expected a header row", path=path, line=1)
+    reader.fieldnames = [h.strip() for h in header]
+    for col in columns:
+        if col not in reader.fieldnames:
+            raise TraceError(f"missing required column '{col}' (header is {reader.fieldnames})", path=path, line=1)
+    return reader
+
+
+def _check_shape(row: dict, n_columns: int, path: str, line: int) -> None:
+    if None in row:
+        raise TraceError(f"expected {n_columns} fields, got {n_columns + len(row[None])}", path=path, line=line)
+    if any(v is None for v in row.values()):
+        raise TraceError(f"expected {n_columns} fields, the row is short", path=path, line=line)
+
+
+def _number(row: dict, col: str, path: str, line: int) -> float | None:
+    """The column's value; None when empty. Text that is not a finite number means the file is broken."""
+    raw = row[col].strip()
+    if raw == "":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise TraceError("expected a number", path=path, line=line, column=col, value=row[col]) from None
+    if not math.isfinite(value):
+        raise TraceError("expected a finite number", path=path, line=line, column=col, value=row[col])
+    return value
+
+
+def load_alibaba_cluster(node_path: str | Path) -> ClusterSpec:
+    """The cluster of the trace's node file: one node per row, ``name = sn``, ``gpus = gpu``,
+    ``cpus = cpu_milli / 1000``, ``mem_gb = memory_mib / 1024``, ``gpu_model = model``.
+
+    Any malformed row (empty or non-numeric value, negative amount, empty or duplicate ``sn``, a node with
+    no resources) raises :class:`TraceError` naming file, line, column and value: a cluster is not repaired.
+    """
+    path = str(node_path)
+    reader = _reader(path, "Alibaba node list", NODE_COLUMNS)
+    nodes: list[NodeSpec] = []
+    first_line: dict[str, int] = {}
+    try:
+        for row in reader:
+            line = reader.line_num
+            _check_shape(row, len(reader.fieldnames or ()), path, line)
+            values = {}
+            for col in ("gpu", "cpu_milli", "memory_mib"):
+                v = _number(row, col, path, line)
+                if v is None:
+                    raise TraceError("missing value", path=path, line=line, column=col, value=row[col])
+                if v < 0:
+                    raise TraceError("expected a number >= 0", path=path, line=line, column=col, value=row[col])
+                values[col] = v
+            name = row["sn"].strip()
+            if not name:
+                raise TraceError("empty node name", path=path, line=line, column="sn", value=row["sn"])
+            if name in first_line:
+                raise TraceError(f"duplicate node name (first on line {first_line[name]})", path=path, line=line,
+                                 column="sn", value=name)  # fmt: skip
+            first_line[name] = line
+            try:
+                node = NodeSpec(name, values["gpu"], values["cpu_milli"] / 1000, values["memory_mib"] / 1024,
+                                gpu_model=row["model"].strip())  # fmt: skip
+            except ConfigError as exc:
+                raise TraceError(str(exc), path=path, line=line) from None
+            nodes.append(node)
+    except csv.Error as exc:
+        raise TraceError(f"CSV syntax error: {exc}", path=path, line=reader.line_num) from None
+    if not nodes:
+        raise TraceError("the node list holds no nodes", path=path)
+    return ClusterSpec(tuple(nodes), name=Path(path).stem)
+
+
+def convert_alibaba2023(
+    pod_path: str | Path, rules: AlibabaRules | None = None, cluster: ClusterSpec | None = None
+) -> tuple[Workload, ConversionReport]:
+    """Read the pod list at ``pod_path`` and convert it by ``rules``; with ``cluster``, drop (and count)
+    the pods that fit no single node of it."""
+    rules = rules or AlibabaRules()
+    path = str(pod_path)
+    report = ConversionReport(source=path)
+    reader = _reader(path, "Alibaba pod list", POD_COLUMNS)
+    cap = cluster.capacity if cluster is not None else None
+    seen: set[str] = set()
+    parsed: list[tuple[float, int, JobSpec]] = []  # (creation_time, line, job with submit_time unset)
+    try:
+        for row in reader:
+            report.rows += 1
+            line = reader.line_num
+            _check_shape(row, len(reader.fieldnames or ()), path, line)
+            num = {col: _number(row, col, path, line) for col in POD_COLUMNS if col not in ("name", "qos")}
+            name = row["name"].strip()
+            if not name:
+                report.drop("empty pod name", line)
+                continue
+            if name in seen:
+                report.drop("duplicate pod name", line)
+                continue
+            created = num["creation_time"]
+            if created is None:
+                report.drop("creation_time missing", line)
+                continue
+            if (rules.start is not None and created < rules.start) or (rules.end is not None and created >= rules.end):
+                report.drop("outside the time window", line)
+                continue
+            scheduled, deleted = num["scheduled_time"], num["deletion_time"]
+            if scheduled is None:
+                report.drop("never scheduled", line)
+                continue
+            if deleted is None:
+                report.drop("deletion_time missing", line)
+                continue
+            duration = deleted - scheduled
+            if duration <= 0:
+                report.drop("duration (deletion_time - scheduled_time) <= 0", line)
+                continue
+            cpu_milli, memory_mib = num["cpu_milli"], num["memory_mib"]
+            if cpu_milli is None or memory_mib is None:
+                report.drop("cpu_milli or memory_mib missing", line)
+                continue
+            if cpu_milli < 0 or memory_mib < 0:
+                report.drop("cpu_milli or memory_mib < 0", line)
+                continue
+            gpus = _gpus(num["num_gpu"], num["gpu_milli"], rules, report, line)
+            if gpus is None:
+                continue
+            cpus, mem_gb = cpu_milli / 1000, memory_mib / 1024
+            if gpus + cpus + mem_gb <= 0:
+                report.drop("requests no resources", line)
+                continue
+            qos = row["qos"].strip()
+            if qos not in QOS_CLASSES:
+                report.drop("unknown qos", line)
+                continue
+            if qos == "BE":
+                job_class = JobClass.BE
+            elif duration <= rules.te_max_duration:
+                job_class = JobClass.TE
+            elif rules.long_services_as == "drop":
+                report.drop("long-running service (qos not BE, duration > te_max_duration)", line)
+                continue
+            else:
+                job_class = JobClass.BE
+                report.change("long-running service (qos not BE, duration > te_max_duration) taken as BE", line)
+            if cap is not None and not (cap >= np.array([gpus, cpus, mem_gb]) - 1e-9).all(axis=1).any():
+                report.drop("fits no node of the cluster", line)
+                continue
+            seen.add(name)
+            grace = rules.grace_te if job_class == JobClass.TE else rules.grace_be
+            job = JobSpec(name, 0.0, duration, gpus, cpus, mem_gb, 1, job_class, grace)
+            parsed.append((created, line, job))
+    except csv.Error as exc:
+        raise TraceError(f"CSV syntax error: {exc}", path=path, line=reader.line_num) from None
+    if not parsed:
+        raise TraceError("no job left after conversion: " + str(report).replace("\n", "; "), path=path)
+    t0 = rules.start if rules.start is not None else min(p[0] for p in parsed)
+    parsed.sort(key=lambda p: (p[0], p[1]))
+    jobs = tuple(JobSpec(j.job_id, created - t0, j.duration, j.gpus, j.cpus, j.mem_gb, j.nodes, j.job_class,
+                         j.grace_period) for created, _, j in parsed)  # fmt: skip
+    report.kept = len(jobs)
+    return Workload(jobs, name="alibaba2023", path=path, lines=tuple(p[1] for p in parsed)), report
+
+
+def _gpus(num_gpu: float | None, gpu_milli: float | None, rules: AlibabaRules, report: ConversionReport,
+          line: int) -> float | None:  # fmt: skip
+    """The pod's GPUs by the rules of the module docstring, or None after counting why the row is dropped."""
+    if num_gpu is None or gpu_milli is None:
+        report.drop("num_gpu or gpu_milli missing", line)
+        return None
+    if num_gpu < 0 or num_gpu != int(num_gpu):
+        report.drop("num_gpu not a whole number >= 0", line)
+        return None
+    if not 0 <= gpu_milli <= 1000:
+        report.drop("gpu_milli outside 0..1000", line)
+        return None
+    if num_gpu == 0:
+        if gpu_milli > 0:
+            report.drop("gpu_milli > 0 with num_gpu 0", line)
+            return None
+        return 0.0
+    if gpu_milli == 0:
+        report.drop("num_gpu > 0 with gpu_milli 0", line)
+        return None
+    if gpu_milli >= 1000:
+        return float(num_gpu)
+    if num_gpu > 1:
+        report.change("multi-GPU pod with gpu_milli < 1000 taken as whole GPUs", line)
+        return float(num_gpu)
+    if rules.round_fractional_gpus:
+        report.change("fractional GPU rounded up to 1", line)
+        return 1.0
+    return gpu_milli / 1000
