@@ -87,6 +87,17 @@ TRACE_WORKLOADS: dict[str, TraceWorkload] = {
         warmup_days=2.0,
         description="Microsoft Philly, 2017-09-25 to 2017-11-05, 54,784 jobs, on 64 x 8 GPUs",
     ),
+    "alibaba2023": TraceWorkload(
+        name="alibaba2023",
+        file="alibaba2023.csv.gz",
+        cluster="alibaba2023",
+        # The pods alive in the trace's last 34 days (from t = 9,964,972 s): train days 0-20, validation
+        # 20-24, test 24-34.
+        splits={"train": (0.0, 20.0), "validation": (20.0, 24.0), "test": (24.0, 34.0)},
+        window_days=2.0,
+        warmup_days=2.0,
+        description="Alibaba GPU trace 2023, 7,222 pods, on its own 1,213 heterogeneous nodes (6,212 GPUs)",
+    ),
 }
 
 

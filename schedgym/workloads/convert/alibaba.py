@@ -34,10 +34,12 @@ row with the wrong number of fields, a non-numeric value in a numeric column). A
 duplicate name, ...) is dropped and counted with its reason in the :class:`ConversionReport`. With a cluster
 given, :func:`convert_alibaba2023` also drops (and counts) the pods that fit no single node of it.
 
-Data notes (2023 file): the ``Running`` pods are still running at the end of the trace (their deletion
-time is where the record stops), so their durations are lower bounds; 33 pods were created long before
-the bulk of the trace (from t = 0, more than 100 days earlier), so without ``start`` the converted workload
-opens with a long, almost empty stretch.
+Data notes (2023 file): ``pod_phase`` is the last phase recorded before deletion, and every pod has a
+``deletion_time``; only 34 pods end exactly at the end of the trace (12,902,960 s): they were still running,
+so their durations are lower bounds. Every deletion falls in the last 34 days (from 9,964,972 s): pods that
+ended earlier are not in the file, and the 33 pods created before then (the first at t = 0) are long-lived
+survivors, so without ``start`` the converted workload opens with a long, almost empty stretch
+(``start=9964972`` skips it). ``gpu_spec`` is always empty and one pod asks for 0 MiB of memory.
 """
 
 from __future__ import annotations
@@ -230,7 +232,7 @@ def convert_alibaba2023(
             if cpu_milli < 0 or memory_mib < 0:
                 report.drop("cpu_milli or memory_mib < 0", line)
                 continue
-            gpus = _gpus(num["num_gpu"], num["gpu_milli"], rules, report, line)
+            gpus, changes = _gpus(num["num_gpu"], num["gpu_milli"], rules, report, line)
             if gpus is None:
                 continue
             cpus, mem_gb = cpu_milli / 1000, memory_mib / 1024
@@ -250,11 +252,13 @@ def convert_alibaba2023(
                 continue
             else:
                 job_class = JobClass.BE
-                report.change("long-running service (qos not BE, duration > te_max_duration) taken as BE", line)
+                changes.append("long-running service (qos not BE, duration > te_max_duration) taken as BE")
             if cap is not None and not (cap >= np.array([gpus, cpus, mem_gb]) - 1e-9).all(axis=1).any():
                 report.drop("fits no node of the cluster", line)
                 continue
             seen.add(name)
+            for reason in changes:  # counted only now: a row that is dropped is not also counted as changed
+                report.change(reason, line)
             grace = rules.grace_te if job_class == JobClass.TE else rules.grace_be
             job = JobSpec(name, 0.0, duration, gpus, cpus, mem_gb, 1, job_class, grace)
             parsed.append((created, line, job))
@@ -271,31 +275,30 @@ def convert_alibaba2023(
 
 
 def _gpus(num_gpu: float | None, gpu_milli: float | None, rules: AlibabaRules, report: ConversionReport,
-          line: int) -> float | None:  # fmt: skip
-    """The pod's GPUs by the rules of the module docstring, or None after counting why the row is dropped."""
+          line: int) -> tuple[float | None, list[str]]:  # fmt: skip
+    """The pod's GPUs by the rules of the module docstring and the changes made to them; None after counting
+    why the row is dropped."""
     if num_gpu is None or gpu_milli is None:
         report.drop("num_gpu or gpu_milli missing", line)
-        return None
+        return None, []
     if num_gpu < 0 or num_gpu != int(num_gpu):
         report.drop("num_gpu not a whole number >= 0", line)
-        return None
+        return None, []
     if not 0 <= gpu_milli <= 1000:
         report.drop("gpu_milli outside 0..1000", line)
-        return None
+        return None, []
     if num_gpu == 0:
         if gpu_milli > 0:
             report.drop("gpu_milli > 0 with num_gpu 0", line)
-            return None
-        return 0.0
+            return None, []
+        return 0.0, []
     if gpu_milli == 0:
         report.drop("num_gpu > 0 with gpu_milli 0", line)
-        return None
+        return None, []
     if gpu_milli >= 1000:
-        return float(num_gpu)
+        return float(num_gpu), []
     if num_gpu > 1:
-        report.change("multi-GPU pod with gpu_milli < 1000 taken as whole GPUs", line)
-        return float(num_gpu)
+        return float(num_gpu), ["multi-GPU pod with gpu_milli < 1000 taken as whole GPUs"]
     if rules.round_fractional_gpus:
-        report.change("fractional GPU rounded up to 1", line)
-        return 1.0
-    return gpu_milli / 1000
+        return 1.0, ["fractional GPU rounded up to 1"]
+    return gpu_milli / 1000, []

@@ -1,0 +1,244 @@
+"""Standard Workload Format (SWF, Parallel Workloads Archive, version 2.2) -> the schedgym trace format.
+
+An SWF file holds one job per line as 18 whitespace-separated numbers; lines starting with ``;`` are header
+comments and blank lines are skipped; ``-1`` (any negative value) means "missing". Fields: 1 job number,
+2 submit time, 3 wait time, 4 run time, 5 allocated processors, 6 average CPU time, 7 used memory (KB),
+8 requested processors, 9 requested time, 10 requested memory (KB), 11 status, 12 user, 13 group,
+14 executable, 15 queue, 16 partition, 17 preceding job, 18 think time. The rules (each a parameter of
+:class:`SwfRules`):
+
+- ``submit_time`` = field 2 minus the window start (``start``, or the earliest submit time kept); the
+  window ``[start, end)`` applies to field 2 and rows outside it are dropped (counted). The real wait
+  (field 3) is not part of the job;
+- ``duration`` = run time (field 4); a missing run time is dropped, and so is a run time of 0 (the archive
+  writes 0 for jobs that ran under 0.5 s), each reason counted;
+- processors = allocated processors (field 5), else requested processors (field 8, counted as changed);
+  without either (or with a non-integer count) the row is dropped. ``cpus = processors``;
+  ``gpus = processors * gpus_per_processor``: the default 0 makes an SWF workload CPU-only, so simulate it
+  on a cluster with CPUs (set ``gpus_per_processor`` to read a processor as a share of GPUs instead);
+- memory: the SWF definition gives both used memory (field 7) and requested memory (field 10) in kilobytes
+  *per processor*, so ``mem_gb = value * processors / 2**20`` (1 GB = 2**20 KB). Field 7 is used when it is
+  > 0, else field 10 (counted as changed), else ``mem_gb_per_processor * processors`` is imputed (counted as
+  changed; most archive logs record no memory). A few archive logs note in their header that memory is per
+  node or per job instead: ``mem_per_processor = False`` then takes the value as the job's total;
+- ``nodes = ceil(processors / procs_per_node)``; a gang whose processors do not split evenly over its
+  nodes is rounded up to the next even split (``cpus``, ``gpus`` and per-processor memory follow; counted as
+  changed);
+- class: TE when the job's time is at most ``te_max_duration`` and ``processors <= te_max_procs``, else BE.
+  The time is the requested time (field 9: what the user expected; it falls back to the run time when
+  missing) with ``te_time = "requested"``, or the run time with ``te_time = "run"``. Some logs record
+  field 9 as CPU time per processor (see their header); the two agree for sequential jobs;
+- grace period by class: ``grace_te`` for TE jobs, ``grace_be`` for BE jobs;
+- status (field 11): 1 completed, 0 failed, 5 cancelled. A checkpointed or swapped job also has
+  partial-execution lines (status 2, 3, 4) next to its summary line with the same job number: those are
+  dropped (counted) and the summary line is kept. ``keep_status`` keeps only the listed statuses (e.g.
+  ``(1,)``), dropping and counting the rest; the default keeps all. A job number seen again on a later kept
+  line is dropped (counted);
+- ``job_id`` = ``swf-<job number>``.
+
+Errors: a broken *file* raises :class:`TraceError` naming file, line, field and value: a line without 18
+fields, a field that is not a number, a non-integer job number. A well-formed but unusable *line* is dropped
+and counted with its reason in the :class:`ConversionReport`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from schedgym._csvio import read_text
+from schedgym.errors import ConfigError, TraceError
+from schedgym.sim.job import JobClass, JobSpec
+from schedgym.workloads.convert.report import ConversionReport
+from schedgym.workloads.trace import Workload
+
+FIELDS = ("job number", "submit time", "wait time", "run time", "allocated processors", "average CPU time",
+          "used memory", "requested processors", "requested time", "requested memory", "status", "user",
+          "group", "executable", "queue", "partition", "preceding job", "think time")  # fmt: skip
+PARTIAL_STATUS = (2, 3, 4)
+KB_PER_GB = 2.0**20
+
+
+@dataclass(frozen=True)
+class SwfRules:
+    """Conversion rules for an SWF log (see the module docstring)."""
+
+    start: float | None = None
+    """window start, in seconds of submit time (None: the earliest kept job)"""
+    end: float | None = None
+    """window end, exclusive, in seconds of submit time (None: no end)"""
+    te_max_duration: float = 900.0
+    """TE jobs take at most this long (s), by te_time"""
+    te_max_procs: float = 8.0
+    """TE jobs use at most this many processors"""
+    te_time: str = "requested"
+    """time compared with te_max_duration: 'requested' (field 9, else run time) or 'run' (field 4)"""
+    procs_per_node: int = 8
+    """processors per node, for the gang size"""
+    gpus_per_processor: float = 0.0
+    """GPUs per processor (0: a CPU-only workload)"""
+    mem_per_processor: bool = True
+    """memory fields are per processor (the SWF definition); False: per job"""
+    mem_gb_per_processor: float = 0.0
+    """memory imputed per processor (GB) when neither memory field is given"""
+    keep_status: tuple[int, ...] | None = None
+    """statuses kept, e.g. (1,) or '1,5' (None: all; partial-execution lines 2, 3, 4 are always dropped)"""
+    grace_te: float = 30.0
+    """grace period of TE jobs (s)"""
+    grace_be: float = 30.0
+    """grace period of BE jobs (s)"""
+
+    def __post_init__(self) -> None:
+        for name in ("te_max_duration", "te_max_procs", "gpus_per_processor", "mem_gb_per_processor", "grace_te",
+                     "grace_be"):  # fmt: skip
+            value = getattr(self, name)
+            if not _finite(value) or value < 0:
+                raise ConfigError(f"Expected {name} >= 0, got {value!r}")
+        for name in ("start", "end"):
+            value = getattr(self, name)
+            if value is not None and not _finite(value):
+                raise ConfigError(f"Expected {name} to be a finite number of seconds or None, got {value!r}")
+        if self.start is not None and self.end is not None and self.start >= self.end:
+            raise ConfigError(f"Expected start < end, got {self.start!r} and {self.end!r}")
+        if (
+            not isinstance(self.procs_per_node, int)
+            or isinstance(self.procs_per_node, bool)
+            or self.procs_per_node <= 0
+        ):
+            raise ConfigError(f"Expected procs_per_node > 0, got {self.procs_per_node!r}")
+        if self.te_time not in ("requested", "run"):
+            raise ConfigError(f"Expected te_time 'requested' or 'run', got {self.te_time!r}")
+        if not isinstance(self.mem_per_processor, bool):
+            raise ConfigError(f"Expected mem_per_processor to be a bool, got {self.mem_per_processor!r}")
+        if self.keep_status is not None:
+            object.__setattr__(self, "keep_status", _statuses(self.keep_status))
+
+
+def _statuses(value: object) -> tuple[int, ...]:
+    """``keep_status`` as a sorted tuple; an int or a comma-separated string (as ``--set`` passes it) is
+    accepted too."""
+    items: object = value
+    if isinstance(value, str):
+        try:
+            items = [int(s) for s in value.split(",") if s.strip()]
+        except ValueError:
+            items = None
+    elif isinstance(value, int) and not isinstance(value, bool):
+        items = [value]
+    if (
+        not isinstance(items, (list, tuple, set, frozenset))
+        or not items
+        or not all(isinstance(s, int) and not isinstance(s, bool) for s in items)
+    ):
+        raise ConfigError(f"Expected keep_status to be None or a non-empty tuple of ints (e.g. '1,5'), got {value!r}")
+    return tuple(sorted(set(items)))
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _parse_line(text: str, path: str, line: int) -> list[float]:
+    tokens = text.split()
+    if len(tokens) != len(FIELDS):
+        raise TraceError(f"expected {len(FIELDS)} whitespace-separated fields, got {len(tokens)}", path=path, line=line)
+    values = []
+    for i, token in enumerate(tokens):
+        column = f"field {i + 1} ({FIELDS[i]})"
+        try:
+            v = float(token)
+        except ValueError:
+            raise TraceError("expected a number", path=path, line=line, column=column, value=token) from None
+        if not math.isfinite(v):
+            raise TraceError("expected a finite number", path=path, line=line, column=column, value=token)
+        values.append(v)
+    if values[0] != int(values[0]):
+        raise TraceError("expected an integer job number", path=path, line=line, column="field 1 (job number)",
+                         value=tokens[0])  # fmt: skip
+    return values
+
+
+def convert_swf(path: str | Path, rules: SwfRules | None = None) -> tuple[Workload, ConversionReport]:
+    """Read the SWF log at ``path`` and convert it by ``rules``."""
+    rules = rules or SwfRules()
+    path = str(path)
+    report = ConversionReport(source=path)
+    seen: set[int] = set()
+    parsed: list[tuple[float, int, JobSpec]] = []  # (submit, line, job with submit_time unset)
+    for line, text in enumerate(read_text(path, "SWF log").splitlines(), start=1):
+        stripped = text.strip()
+        if not stripped or stripped.startswith(";"):
+            continue
+        report.rows += 1
+        f = _parse_line(stripped, path, line)
+        number, submit, run, alloc, used_mem, req_procs, req_time, req_mem, status = (
+            int(f[0]), f[1], f[3], f[4], f[6], f[7], f[8], f[9], f[10])  # fmt: skip
+        if submit < 0:
+            report.drop("submit time missing", line)
+            continue
+        if (rules.start is not None and submit < rules.start) or (rules.end is not None and submit >= rules.end):
+            report.drop("outside the time window", line)
+            continue
+        if status in PARTIAL_STATUS:
+            report.drop("partial-execution line (status 2, 3 or 4; the summary line is kept)", line)
+            continue
+        if rules.keep_status is not None and status not in rules.keep_status:
+            report.drop("status not in keep_status", line)
+            continue
+        if number in seen:
+            report.drop("duplicate job number", line)
+            continue
+        if run < 0:
+            report.drop("run time missing", line)
+            continue
+        if run == 0:
+            report.drop("run time 0 (under 0.5 s)", line)
+            continue
+        if alloc > 0:
+            procs = alloc
+        elif req_procs > 0:
+            procs = req_procs
+        else:
+            report.drop("processors missing", line)
+            continue
+        if procs != int(procs):
+            report.drop("non-integer processor count", line)
+            continue
+        if alloc <= 0:
+            report.change("requested processors used (allocated processors missing)", line)
+        nodes = math.ceil(procs / rules.procs_per_node)
+        total_procs = nodes * math.ceil(procs / nodes)
+        if total_procs != procs:
+            report.change("gang processors rounded up to an even split over its nodes", line)
+        if used_mem > 0 or req_mem > 0:
+            if used_mem <= 0:
+                report.change("requested memory used (used memory missing)", line)
+            mem_kb = used_mem if used_mem > 0 else req_mem
+            mem_gb = mem_kb * (total_procs if rules.mem_per_processor else 1) / KB_PER_GB
+        else:
+            mem_gb = rules.mem_gb_per_processor * total_procs
+            report.change("memory missing, mem_gb_per_processor imputed", line)
+        te_time = req_time if rules.te_time == "requested" and req_time > 0 else run
+        te = te_time <= rules.te_max_duration and total_procs <= rules.te_max_procs
+        seen.add(number)
+        job = JobSpec(
+            job_id=f"swf-{number}",
+            submit_time=0.0,
+            duration=run,
+            gpus=total_procs * rules.gpus_per_processor,
+            cpus=float(total_procs),
+            mem_gb=mem_gb,
+            nodes=nodes,
+            job_class=JobClass.TE if te else JobClass.BE,
+            grace_period=rules.grace_te if te else rules.grace_be,
+        )
+        parsed.append((submit, line, job))
+    if not parsed:
+        raise TraceError("no job left after conversion: " + str(report).replace("\n", "; "), path=path)
+    t0 = rules.start if rules.start is not None else min(p[0] for p in parsed)
+    parsed.sort(key=lambda p: (p[0], p[1]))
+    jobs = tuple(JobSpec(j.job_id, submit - t0, j.duration, j.gpus, j.cpus, j.mem_gb, j.nodes, j.job_class,
+                         j.grace_period) for submit, _, j in parsed)  # fmt: skip
+    report.kept = len(jobs)
+    return Workload(jobs, name=Path(path).stem, path=path, lines=tuple(p[1] for p in parsed)), report
