@@ -60,12 +60,15 @@ class SavedAgent:
 
     @classmethod
     def from_path(cls, path: str | Path, name: str = "agent") -> SavedAgent:
+        given = str(path)
         path = Path(path)
-        if path.suffix != ".zip":
+        if path.suffix == "":  # SB3 saves NAME.zip for NAME
             path = path.with_suffix(".zip")
+        if path.suffix != ".zip":
+            raise SchedGymError(f"Expected a model saved by 'schedgym train' (a .zip file), got {given!r}")
         meta_path = path.with_suffix(".json")
         if not path.is_file():
-            raise SchedGymError(f"No model at {path}")
+            raise SchedGymError(f"No model at {given!r}")
         if not meta_path.is_file():
             raise SchedGymError(f"No {meta_path.name} beside {path}: was it saved by 'schedgym train'?")
         try:

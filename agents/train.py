@@ -11,6 +11,7 @@ the environment's ``np_random``). Evaluation uses fixed *validation* workloads, 
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -83,10 +84,21 @@ class TrainConfig:
             raise ConfigError(f"Expected vec_env 'subproc' or 'dummy', got {self.vec_env!r}")
         if self.lr_schedule not in ("constant", "linear"):
             raise ConfigError(f"Expected lr_schedule 'constant' or 'linear', got {self.lr_schedule!r}")
-        if not (self.learning_rate > 0):
-            raise ConfigError(f"Expected learning_rate > 0, got {self.learning_rate!r}")
-        if not (0 < self.gamma <= 1):
+        if not (math.isfinite(self.learning_rate) and self.learning_rate > 0):
+            raise ConfigError(f"Expected a finite learning_rate > 0, got {self.learning_rate!r}")
+        if not (math.isfinite(self.gamma) and 0 < self.gamma <= 1):
             raise ConfigError(f"Expected 0 < gamma <= 1, got {self.gamma!r}")
+        if not (math.isfinite(self.ent_coef) and self.ent_coef >= 0):
+            raise ConfigError(f"Expected a finite ent_coef >= 0, got {self.ent_coef!r}")
+        import gymnasium as gym
+
+        import schedgym  # noqa: F401  (registers the ids)
+
+        if self.env_id not in gym.registry:
+            ids = sorted(i for i in gym.registry if i.startswith("schedgym/"))
+            raise ConfigError(f"Unknown env_id {self.env_id!r}; schedgym registers {ids}")
+        if not isinstance(self.env_kwargs, dict):
+            raise ConfigError(f"Expected env_kwargs to be a dict, got {self.env_kwargs!r}")
         if not self.net_arch or any(int(h) <= 0 for h in self.net_arch):
             raise ConfigError(f"Expected positive layer sizes in net_arch, got {self.net_arch!r}")
         if self.n_eval_workloads > len(VALIDATION_SEEDS):
@@ -98,8 +110,31 @@ class TrainConfig:
         return f"{self.env_id.replace('/', '_')}__{self.algo}__{self.seed}__{stamp}"
 
 
-def evaluate(saved_or_model: Any, env_id: str, env_kwargs: dict[str, Any], seeds: Any, maskable: bool) -> dict:
-    """Deterministic episodes on fixed workloads: mean return and the slowdown figures per class."""
+def validation_resets(env_id: str, env_kwargs: dict[str, Any], n: int) -> list[dict[str, Any]]:
+    """``reset`` options of the fixed validation workloads: synthetic workload seeds from
+    ``VALIDATION_SEEDS``; for a bundled trace, its validation windows; for a trace file, ``n`` windows at
+    evenly spaced starts. Never the test seeds or windows of ``schedgym compare``."""
+    import gymnasium as gym
+
+    from schedgym.workloads.named import TRACE_WORKLOADS
+
+    kwargs = {**gym.spec(env_id).kwargs, **env_kwargs}
+    if kwargs.get("trace"):
+        env = gym.make(env_id, **env_kwargs)
+        length = len(env.unwrapped._trace.jobs)  # type: ignore[attr-defined]
+        env.close()
+        last = max(0, length - int(kwargs.get("n_jobs", 500)))
+        return [{"window_start": int(x)} for x in np.unique(np.linspace(0, last, n).astype(int))]
+    if kwargs.get("workload") in TRACE_WORKLOADS:
+        tw = TRACE_WORKLOADS[kwargs["workload"]]
+        count = min(n, len(tw.windows("validation")))
+        return [{"workload": tw.window("validation", i)} for i in range(count)]
+    return [{"workload_seed": s} for s in list(VALIDATION_SEEDS)[:n]]
+
+
+def evaluate(saved_or_model: Any, env_id: str, env_kwargs: dict[str, Any], resets: Any, maskable: bool) -> dict:
+    """Deterministic episodes from the given ``reset`` options (see :func:`validation_resets`): mean return
+    and the slowdown figures per class (of the measured jobs, for trace windows with a warm-up)."""
     import gymnasium as gym
 
     import schedgym  # noqa: F401
@@ -112,8 +147,8 @@ def evaluate(saved_or_model: Any, env_id: str, env_kwargs: dict[str, Any], seeds
         env = IllegalActionAsWait(env)
     agent = LearnedAgent(saved_or_model, env, maskable=maskable)
     returns, te95, be95, illegal = [], [], [], 0
-    for s in seeds:
-        obs, info = env.reset(options={"workload_seed": int(s)})
+    for options in resets:
+        obs, info = env.reset(options=options)
         done, total = False, 0.0
         while not done:
             action, _ = agent.predict(obs, deterministic=True)
@@ -122,6 +157,9 @@ def evaluate(saved_or_model: Any, env_id: str, env_kwargs: dict[str, Any], seeds
             done = terminated or truncated
         illegal += int(info.get("illegal_actions", 0))
         result = env.unwrapped.sim.result()  # type: ignore[attr-defined]
+        measured = getattr(options.get("workload"), "measured", None)
+        if measured is not None:
+            result = result.only(np.array(measured))
         returns.append(total)
         te95.append(result.class_stats(JobClass.TE).slowdown_p95)
         be95.append(result.class_stats(JobClass.BE).slowdown_p95)
@@ -146,8 +184,13 @@ def train(config: TrainConfig) -> Path:
     from schedgym.envs.wrappers import IllegalActionAsWait
 
     maskable = ALGOS[config.algo][2]
+    # Configuration errors must surface here, as one clear message, not inside a worker process.
+    gym.make(config.env_id, **config.env_kwargs).close()
     run_dir = Path(config.run_dir) / config.run_name
-    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the run directory {run_dir}: {exc.strerror}") from None
     set_random_seed(config.seed)
 
     # --- environments
@@ -184,14 +227,14 @@ def train(config: TrainConfig) -> Path:
     model = algo_class(config.algo)("MlpPolicy", venv, **kwargs)
 
     # --- periodic evaluation on fixed validation workloads, keeping the best
-    seeds = list(VALIDATION_SEEDS)[: config.n_eval_workloads]
+    resets = validation_resets(config.env_id, config.env_kwargs, config.n_eval_workloads)
     best = {"mean_return": -np.inf}
     history: list[dict[str, Any]] = []
 
     class Evaluate(BaseCallback):
         def _on_step(self) -> bool:
             if config.eval_freq and self.num_timesteps // config.eval_freq > len(history):
-                stats = evaluate(self.model, config.env_id, config.env_kwargs, seeds, maskable)
+                stats = evaluate(self.model, config.env_id, config.env_kwargs, resets, maskable)
                 stats["timesteps"] = self.num_timesteps
                 history.append(stats)
                 for key in ("mean_return", "te_slowdown_p95", "be_slowdown_p95"):
@@ -213,8 +256,8 @@ def train(config: TrainConfig) -> Path:
     venv.close()
 
     # --- save the final model with everything needed to load it again
-    final = evaluate(model, config.env_id, config.env_kwargs, seeds, maskable)
-    model.save(run_dir / "model.zip")
+    model.save(run_dir / "model.zip")  # saved before anything else can fail
+    final = evaluate(model, config.env_id, config.env_kwargs, resets, maskable)
     summary = {
         "train_seconds": seconds,
         "steps_per_second": config.total_timesteps / seconds,

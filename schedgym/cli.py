@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
-from schedgym.errors import SchedGymError
+from schedgym.errors import ConfigError, SchedGymError
 from schedgym.registry import policy_entry, policy_names
 from schedgym.sim.simulator import SimConfig
 
@@ -240,6 +241,14 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_output(flag: str, path: str) -> None:
+    p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"{flag} {path!r} is a directory; expected a file name")
+    if not p.parent.is_dir():
+        raise ConfigError(f"{flag} {path!r}: the directory {str(p.parent)!r} does not exist")
+
+
 def _compare(args: argparse.Namespace) -> int:
     from schedgym.experiments.compare import (
         CompareConfig,
@@ -268,6 +277,17 @@ def _compare(args: argparse.Namespace) -> int:
             restart_overhead=args.restart_overhead,
         ),
     )
+    # Output paths are checked before minutes of simulation, not after.
+    for flag, path in (("--json", args.json), ("--csv", args.csv), ("--plot", args.plot)):
+        if path:
+            _check_output(flag, path)
+    if args.plot:
+        if Path(args.plot).suffix.lower() not in (".png", ".pdf", ".svg"):
+            raise ConfigError(f"--plot {args.plot!r}: expected a .png, .pdf or .svg file name")
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise ConfigError("--plot needs matplotlib: pip install 'schedgym[plot]'") from None
     result = run_comparison(config, progress=False if args.no_progress else None, log_dir=args.log_dir)
     print(format_table(result))
     for path, write in ((args.json, write_json), (args.csv, write_csv), (args.plot, write_plot)):

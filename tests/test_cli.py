@@ -341,7 +341,24 @@ def test_unwritable_json_path(tmp_path, capsys):
         ]
     )
     assert status == 2
-    assert "cannot write" in assert_one_line_error(capsys.readouterr().err)
+    captured = capsys.readouterr()
+    assert "does not exist" in assert_one_line_error(captured.err)
+    assert captured.out == ""  # refused before simulating, not after
+
+
+@pytest.mark.parametrize("plot", ["p.unknownext", "noext", "."])
+def test_bad_plot_path_is_refused_before_simulating(tmp_path, capsys, plot):
+    status = main(["compare", "--policies", "fifo", "--seeds", "1", "--jobs", "10", "--plot", str(tmp_path / plot)])
+    assert status == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "--plot" in assert_one_line_error(captured.err)
+
+
+def test_unknown_workload_lists_every_workload(capsys):
+    assert main(["compare", "--workload", "nosuch", "--policies", "fifo", "--no-progress"]) == 2
+    line = assert_one_line_error(capsys.readouterr().err)
+    assert "paper" in line and "philly" in line and "alibaba2023" in line
 
 
 def test_rule_flags_reach_the_simulator(tmp_path):

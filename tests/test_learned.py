@@ -97,6 +97,38 @@ def test_missing_description_is_a_clear_error(tmp_path, trained):
         make_policy(f"ppo:{tmp_path / 'nothing.zip'}")
 
 
+def test_a_model_path_that_is_not_a_zip_is_named_as_given(tmp_path):
+    with pytest.raises(SchedGymError, match="ph.csv"):
+        make_policy(f"ppo:{tmp_path / 'ph.csv'}")
+
+
+def test_training_on_a_bundled_trace_validates_on_its_validation_windows(tmp_path):
+    from agents.train import validation_resets
+    from schedgym.workloads.named import trace_workload
+
+    resets = validation_resets("schedgym/Preemption-v0", {"workload": "philly", "n_jobs": 50}, 2)
+    val = trace_workload("philly").window("validation", 0)
+    assert [j.job_id for j in resets[0]["workload"].jobs] == [j.job_id for j in val.jobs]
+    run_dir = train(TrainConfig(run_dir=str(tmp_path), **{**TINY, "env_kwargs": {"workload": "philly", "n_jobs": 50}}))
+    assert (run_dir / "model.zip").is_file()
+
+
+@pytest.mark.parametrize(
+    "kwargs, needle",
+    [({"env_id": "nosuch/Env-v0"}, "Unknown env_id"), ({"learning_rate": float("inf")}, "learning_rate")],
+)
+def test_train_config_rejects_unknown_env_and_non_finite_rates(kwargs, needle):
+    with pytest.raises(ConfigError, match=needle):
+        TrainConfig(**kwargs)
+
+
+def test_train_refuses_a_run_dir_that_is_a_file(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    with pytest.raises(ConfigError, match="run directory"):
+        train(TrainConfig(run_dir=str(afile), **TINY))
+
+
 def test_cli_reports_a_missing_model_without_traceback(tmp_path):
     proc = run_cli("compare", "--policies", f"fifo,ppo:{tmp_path}/x.zip", "--seeds", "1")
     assert proc.returncode == 2

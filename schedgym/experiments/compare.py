@@ -24,7 +24,7 @@ from schedgym.sim.job import JobClass
 from schedgym.sim.metrics import RunResult
 from schedgym.sim.simulator import SimConfig
 from schedgym.workloads.named import TRACE_WORKLOADS
-from schedgym.workloads.synthetic import generate, preset
+from schedgym.workloads.synthetic import PRESETS, generate, preset
 from schedgym.workloads.trace import Workload, load_trace
 
 CLASS_FIELDS = ("slowdown_p50", "slowdown_p95", "slowdown_p99", "slowdown_mean", "wait_mean")
@@ -103,6 +103,9 @@ class CompareConfig:
             raise ConfigError(f"Expected jobs > 0, got {self.n_jobs!r}")
         if self.trace is None and self.workload is None:
             raise ConfigError("Expected a workload name or a trace path")
+        known = sorted(PRESETS) + sorted(TRACE_WORKLOADS)
+        if self.trace is None and self.workload not in known:
+            raise ConfigError(f"Unknown workload {self.workload!r}; expected one of {known} (or --trace PATH)")
 
 
 @dataclass
@@ -455,5 +458,7 @@ def write_plot(path: str, result: ComparisonResult) -> None:
         fig.savefig(path, dpi=120)
     except OSError as exc:
         raise SchedGymError(f"cannot write {path}: {exc.strerror}") from None
+    except ValueError as exc:  # matplotlib's answer to a file type it does not write
+        raise SchedGymError(f"cannot write {path}: {exc}") from None
     finally:
         plt.close(fig)

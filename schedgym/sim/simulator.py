@@ -9,9 +9,9 @@ step-wise so that the same engine serves an in-process rule and a Gymnasium agen
     result = sim.result()
 
 Hot-path design (why it scales):
-- The event queue is a heap of ``(time, priority, seq, kind, job, epoch)``; ``seq`` makes equal times pop
-  in a fixed order and ``epoch`` lets a preempted job's completion event go stale instead of being searched
-  for and removed.
+- The event queue is a heap of ``(time, kind, seq, job, epoch)``; ``kind`` orders equal times
+  (completions, then releases, then arrivals), ``seq`` makes the rest pop in a fixed order, and ``epoch``
+  lets a preempted job's completion event go stale instead of being searched for and removed.
 - Pending jobs are grouped by *shape* (class, per-node demand, gang size). Jobs of one shape fit or fail
   together, so a scheduling pass tries only the head of each shape, and a shape that failed stays
   "blocked" until resources are freed: a pass costs O(shapes), not O(queued jobs).
@@ -500,7 +500,6 @@ class Simulator:
                 for n in job.nodes:
                     self._res_on[n].remove(idx)
                 self._start(job, job.nodes, reserved=True)
-                job.reserved = False
                 job.owed = None
             else:
                 still.append(idx)
@@ -587,7 +586,6 @@ class Simulator:
             self._res_on[n].append(job.idx)
         job.owed = owed
         job.nodes = nodes
-        job.reserved = True
         self._reserved.append(job.idx)
         for v in plan.victims:
             self._preempt(self.jobs[v])
