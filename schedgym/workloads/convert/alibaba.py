@@ -56,6 +56,7 @@ from schedgym._csvio import read_text
 from schedgym.errors import ConfigError, TraceError
 from schedgym.sim.cluster import ClusterSpec, NodeSpec
 from schedgym.sim.job import JobClass, JobSpec
+from schedgym.workloads.convert._rules import check_nonnegative, check_window
 from schedgym.workloads.convert.report import ConversionReport
 from schedgym.workloads.trace import Workload
 
@@ -86,24 +87,12 @@ class AlibabaRules:
     """grace period of BE jobs (s)"""
 
     def __post_init__(self) -> None:
-        for name in ("te_max_duration", "grace_te", "grace_be"):
-            value = getattr(self, name)
-            if not _finite(value) or value < 0:
-                raise ConfigError(f"Expected {name} >= 0, got {value!r}")
-        for name in ("start", "end"):
-            value = getattr(self, name)
-            if value is not None and not _finite(value):
-                raise ConfigError(f"Expected {name} to be a finite number of seconds or None, got {value!r}")
-        if self.start is not None and self.end is not None and self.start >= self.end:
-            raise ConfigError(f"Expected start < end, got {self.start!r} and {self.end!r}")
+        check_nonnegative(self, ("te_max_duration", "grace_te", "grace_be"))
+        check_window(self)
         if self.long_services_as not in LONG_SERVICES_AS:
             raise ConfigError(f"Expected long_services_as in {list(LONG_SERVICES_AS)}, got {self.long_services_as!r}")
         if not isinstance(self.round_fractional_gpus, bool):
             raise ConfigError(f"Expected round_fractional_gpus to be a bool, got {self.round_fractional_gpus!r}")
-
-
-def _finite(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _reader(path: str, what: str, columns: tuple[str, ...]) -> csv.DictReader:

@@ -50,6 +50,7 @@ from pathlib import Path
 from schedgym._csvio import read_text
 from schedgym.errors import ConfigError, TraceError
 from schedgym.sim.job import JobClass, JobSpec
+from schedgym.workloads.convert._rules import check_nonnegative, check_window
 from schedgym.workloads.convert.report import ConversionReport
 from schedgym.workloads.trace import Workload
 
@@ -90,17 +91,11 @@ class SwfRules:
     """grace period of BE jobs (s)"""
 
     def __post_init__(self) -> None:
-        for name in ("te_max_duration", "te_max_procs", "gpus_per_processor", "mem_gb_per_processor", "grace_te",
-                     "grace_be"):  # fmt: skip
-            value = getattr(self, name)
-            if not _finite(value) or value < 0:
-                raise ConfigError(f"Expected {name} >= 0, got {value!r}")
-        for name in ("start", "end"):
-            value = getattr(self, name)
-            if value is not None and not _finite(value):
-                raise ConfigError(f"Expected {name} to be a finite number of seconds or None, got {value!r}")
-        if self.start is not None and self.end is not None and self.start >= self.end:
-            raise ConfigError(f"Expected start < end, got {self.start!r} and {self.end!r}")
+        check_nonnegative(
+            self,
+            ("te_max_duration", "te_max_procs", "gpus_per_processor", "mem_gb_per_processor", "grace_te", "grace_be"),
+        )
+        check_window(self)
         if (
             not isinstance(self.procs_per_node, int)
             or isinstance(self.procs_per_node, bool)
@@ -133,10 +128,6 @@ def _statuses(value: object) -> tuple[int, ...]:
     ):
         raise ConfigError(f"Expected keep_status to be None or a non-empty tuple of ints (e.g. '1,5'), got {value!r}")
     return tuple(sorted(set(items)))
-
-
-def _finite(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _parse_line(text: str, path: str, line: int) -> list[float]:
