@@ -456,9 +456,10 @@ class Simulator:
             return tuple(idx[:k].tolist())
         # Rounded so that float noise (fractional GPUs) does not break ties that are meant to go to node order.
         left = (self.avail[idx] - member).round(9)
-        if k == 1:
+        if k == 1 and len(idx) <= 64:
+            # Few candidates: scalar Python beats a sort. Lexicographic; the first of equals is the lowest node.
             rows = left.tolist()
-            best = min(range(len(rows)), key=rows.__getitem__)  # lexicographic; first of equals = lowest node
+            best = min(range(len(rows)), key=rows.__getitem__)
             return (int(idx[best]),)
         order = np.lexsort((idx, left[:, 2], left[:, 1], left[:, 0]))
         return tuple(idx[order[:k]].tolist())
