@@ -173,6 +173,8 @@ class Simulator:
             member.setflags(write=False)
             self.jobs.append(job)
             self._push(spec.submit_time, _ARRIVE, i, 0)
+        self._inv_duration = [1.0 / j.spec.duration for j in self.jobs]
+        self._inv_bounded = [1.0 / max(j.spec.duration, TAU) for j in self.jobs]
         self._shape_demand = np.array(shape_rows, dtype=np.float64).reshape(-1, 3)
         self._shape_demand_eps = self._shape_demand - EPS
         self._shape_rows = [tuple(r) for r in shape_rows]
@@ -264,10 +266,12 @@ class Simulator:
     def _process_events_at(self, t: float) -> None:
         events = self._events
         dt = t - self.now
-        if dt > 0:
-            for c in (0, 1):
-                self.accrued[c] += self._rate[c] * dt
-                self.accrued_bounded[c] += self._rate_bounded[c] * dt
+        if dt > 0:  # written out: this runs at every event time
+            rate, rate_b, acc, acc_b = self._rate, self._rate_bounded, self.accrued, self.accrued_bounded
+            acc[0] += rate[0] * dt
+            acc[1] += rate[1] * dt
+            acc_b[0] += rate_b[0] * dt
+            acc_b[1] += rate_b[1] * dt
         self.now = t
         while events and events[0][0] == t:
             _, kind, _, idx, epoch = heapq.heappop(events)
@@ -275,9 +279,9 @@ class Simulator:
             if kind == _ARRIVE:
                 job.state = JobState.PENDING
                 self._enqueue(job)
-                c, d = job.spec.job_class, job.spec.duration
-                self._rate[c] += 1.0 / d
-                self._rate_bounded[c] += 1.0 / max(d, TAU)
+                c = job.spec.job_class
+                self._rate[c] += self._inv_duration[idx]
+                self._rate_bounded[c] += self._inv_bounded[idx]
             elif kind == _COMPLETE:
                 if epoch != job.epoch:
                     continue  # the run this event belonged to was preempted
@@ -287,9 +291,9 @@ class Simulator:
                 job.remaining = 0.0
                 job.completion = t
                 self._n_done += 1
-                c, d = job.spec.job_class, job.spec.duration
-                self._rate[c] -= 1.0 / d
-                self._rate_bounded[c] -= 1.0 / max(d, TAU)
+                c = job.spec.job_class
+                self._rate[c] -= self._inv_duration[idx]
+                self._rate_bounded[c] -= self._inv_bounded[idx]
             else:  # _RELEASE: grace period over
                 self._release(job)
                 job.state = JobState.PENDING
@@ -392,21 +396,26 @@ class Simulator:
         if unknown:
             # One (shapes x nodes) fit matrix for every shape not known to be blocked. A start changes
             # only its own nodes' columns, so the matrix is patched there instead of recomputed.
-            rows = {shape: r for r, shape in enumerate(unknown)}
             sel = np.array(unknown)
             demand = self._shape_demand_eps[sel][:, None, :]
             fit = (self.avail[None, :, :] >= demand).all(axis=2)
-            placeable = fit.sum(axis=1) >= self._shape_k_arr[sel]
-            newly = [unknown[r] for r in np.flatnonzero(~placeable).tolist()]
-            blocked.update(newly)
-            self._unknown.difference_update(newly)
+            placeable = (fit.sum(axis=1) >= self._shape_k_arr[sel]).tolist()
+            newly = []
+            for r, shape in enumerate(unknown):  # one loop for both: this runs in most passes
+                if placeable[r]:
+                    rows[shape] = r
+                else:
+                    newly.append(shape)
+            if newly:
+                blocked.update(newly)
+                self._unknown.difference_update(newly)
         considered: Iterable[int]
         if not backfill:
             considered = nonempty  # strict order: blocked shapes still block the ones behind them
         elif offers_owed:
             considered = [sh for sh in nonempty if sh not in blocked or shape_te[sh]]
         else:
-            considered = [sh for sh in unknown if sh not in blocked]
+            considered = rows  # exactly the shapes found placeable
         heap = [(queues[shape][0][0], shape) for shape in considered]
         if not heap:
             return None
