@@ -56,7 +56,7 @@ from schedgym._csvio import read_text
 from schedgym.errors import ConfigError, TraceError
 from schedgym.sim.cluster import ClusterSpec, NodeSpec
 from schedgym.sim.job import JobClass, JobSpec
-from schedgym.workloads.convert._rules import check_nonnegative, check_window
+from schedgym.workloads.convert._rules import check_nonnegative, check_window, finish
 from schedgym.workloads.convert.report import ConversionReport
 from schedgym.workloads.trace import Workload
 
@@ -253,14 +253,7 @@ def convert_alibaba2023(
             parsed.append((created, line, job))
     except csv.Error as exc:
         raise TraceError(f"CSV syntax error: {exc}", path=path, line=reader.line_num) from None
-    if not parsed:
-        raise TraceError("no job left after conversion: " + str(report).replace("\n", "; "), path=path)
-    t0 = rules.start if rules.start is not None else min(p[0] for p in parsed)
-    parsed.sort(key=lambda p: (p[0], p[1]))
-    jobs = tuple(JobSpec(j.job_id, created - t0, j.duration, j.gpus, j.cpus, j.mem_gb, j.nodes, j.job_class,
-                         j.grace_period) for created, _, j in parsed)  # fmt: skip
-    report.kept = len(jobs)
-    return Workload(jobs, name="alibaba2023", path=path, lines=tuple(p[1] for p in parsed)), report
+    return finish(parsed, report, rules.start, path, "alibaba2023")
 
 
 def _gpus(num_gpu: float | None, gpu_milli: float | None, rules: AlibabaRules, report: ConversionReport,

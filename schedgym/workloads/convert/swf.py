@@ -50,7 +50,7 @@ from pathlib import Path
 from schedgym._csvio import read_text
 from schedgym.errors import ConfigError, TraceError
 from schedgym.sim.job import JobClass, JobSpec
-from schedgym.workloads.convert._rules import check_nonnegative, check_window
+from schedgym.workloads.convert._rules import check_nonnegative, check_window, finish
 from schedgym.workloads.convert.report import ConversionReport
 from schedgym.workloads.trace import Workload
 
@@ -225,11 +225,4 @@ def convert_swf(path: str | Path, rules: SwfRules | None = None) -> tuple[Worklo
             grace_period=rules.grace_te if te else rules.grace_be,
         )
         parsed.append((submit, line, job))
-    if not parsed:
-        raise TraceError("no job left after conversion: " + str(report).replace("\n", "; "), path=path)
-    t0 = rules.start if rules.start is not None else min(p[0] for p in parsed)
-    parsed.sort(key=lambda p: (p[0], p[1]))
-    jobs = tuple(JobSpec(j.job_id, submit - t0, j.duration, j.gpus, j.cpus, j.mem_gb, j.nodes, j.job_class,
-                         j.grace_period) for submit, _, j in parsed)  # fmt: skip
-    report.kept = len(jobs)
-    return Workload(jobs, name=Path(path).stem, path=path, lines=tuple(p[1] for p in parsed)), report
+    return finish(parsed, report, rules.start, path, Path(path).stem)
