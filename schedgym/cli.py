@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -315,6 +316,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("schedgym: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (schedgym compare | head): not an error worth a traceback. Point stdout at
+        # devnull so that Python's own flush at exit does not raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
     parser.error(f"unknown command {args.command!r}")
     return 2
 

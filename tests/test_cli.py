@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import json
 import math
+import subprocess
+import sys
 
 import pytest
 from helpers import run_cli
@@ -472,3 +474,17 @@ def test_comparison_ratios_and_table(tmp_path):
     assert "ratio to fifo" in table
     fitgpp_ratio_row = table.splitlines()[-1]
     assert fitgpp_ratio_row.startswith("fitgpp") and " - " in f"{fitgpp_ratio_row} "
+
+
+def test_output_cut_short_by_the_reader_is_not_a_traceback():
+    # `schedgym compare | head -1`: the pipe closes early; the command must not print a traceback.
+    proc = subprocess.run(
+        f"{sys.executable} -m schedgym.cli compare --policies fifo,priority --jobs 200 --seeds 1 --no-progress"
+        " | head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.stdout.startswith("workload paper")
+    assert "Traceback" not in proc.stderr
