@@ -147,8 +147,9 @@ def evaluate(saved_or_model: Any, env_id: str, env_kwargs: dict[str, Any], reset
         env = IllegalActionAsWait(env)
     agent = LearnedAgent(saved_or_model, env, maskable=maskable)
     returns, te95, be95, illegal = [], [], [], 0
-    for options in resets:
-        obs, info = env.reset(options=options)
+    for i, options in enumerate(resets):
+        # Seeded, so that the estimate noise in the observations is the same at every evaluation.
+        obs, info = env.reset(seed=i, options=options)
         done, total = False, 0.0
         while not done:
             action, _ = agent.predict(obs, deterministic=True)

@@ -267,3 +267,14 @@ def test_bundled_agent_is_in_the_default_comparison_and_acts():
     ppo = result.runs["ppo"][0]
     assert ppo.n_preemptions > 0  # it does preempt on a contended workload
     np.testing.assert_array_equal(ppo.submit, result.runs["fifo"][0].submit)
+
+
+def test_validation_is_deterministic(trained):
+    from agents.learned import SavedAgent
+    from agents.train import evaluate, validation_resets
+
+    saved = SavedAgent.from_path(trained / "model.zip")
+    resets = validation_resets(saved.env_id, saved.env_kwargs, 2)
+    a = evaluate(saved.load_model(), saved.env_id, saved.env_kwargs, resets, saved.maskable)
+    b = evaluate(saved.load_model(), saved.env_id, saved.env_kwargs, resets, saved.maskable)
+    assert a == b
