@@ -6,7 +6,6 @@ import math
 from dataclasses import dataclass, fields
 
 from schedgym.errors import ConfigError
-from schedgym.sim.policy import QueueDiscipline
 from schedgym.sim.simulator import SimConfig
 from schedgym.workloads.named import SPLITS, TRACE_WORKLOADS
 from schedgym.workloads.synthetic import PRESETS
@@ -58,16 +57,10 @@ class EnvConfig:
             raise ConfigError(f"Expected split in {list(SPLITS)}, got {self.split!r}")
         _int(self, "n_jobs", 1)
         _int(self, "max_candidates", 1)
-        _int(self, "max_preemptions", 0)
-        if self.queue not in [q.value for q in QueueDiscipline]:
-            raise ConfigError(f"Expected queue in {[q.value for q in QueueDiscipline]}, got {self.queue!r}")
-        if self.placement not in ("best-fit", "first-fit"):
-            raise ConfigError(f"Expected placement 'best-fit' or 'first-fit', got {self.placement!r}")
-        if not isinstance(self.backfill, bool):
-            raise ConfigError(f"Expected backfill to be a bool, got {self.backfill!r}")
+        self.sim_config()  # queue, backfill, placement, the cap and restart overhead: SimConfig checks them
         if self.reward not in ("slowdown", "bounded_slowdown"):
             raise ConfigError(f"Expected reward 'slowdown' or 'bounded_slowdown', got {self.reward!r}")
-        for name in ("restart_overhead", "estimate_noise", "te_weight", "be_weight", "preemption_cost"):
+        for name in ("estimate_noise", "te_weight", "be_weight", "preemption_cost"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)):
                 raise ConfigError(f"Expected {name} to be a finite number, got {value!r}")

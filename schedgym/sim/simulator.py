@@ -129,8 +129,8 @@ class Simulator:
         self._n_te_declined = 0  # ... of which declined at the current version (owed no offer yet)
         shape_ids: dict[tuple, int] = {}
         shape_rows: list[list[float]] = []
+        shape_k: list[int] = []
         self._shape_te: list[bool] = []
-        self._shape_k: list[int] = []
         self._reserved: list[int] = []  # TE jobs waiting for their victims' grace periods
         self._res_on: list[list[int]] = [[] for _ in cluster.nodes]  # reserved jobs per node, oldest first
         self._version = 0  # bumped when a declined TE job might now succeed (resources or candidates)
@@ -168,7 +168,7 @@ class Simulator:
                 shape = shape_ids[key] = len(shape_rows)
                 shape_rows.append(member.tolist())
                 self._shape_te.append(spec.job_class == JobClass.TE)
-                self._shape_k.append(spec.nodes)
+                shape_k.append(spec.nodes)
             job = Job(idx=i, spec=spec, member=member, demand=key[1], shape=shape, remaining=float(spec.duration))
             member.setflags(write=False)
             self.jobs.append(job)
@@ -178,7 +178,7 @@ class Simulator:
         self._shape_demand = np.array(shape_rows, dtype=np.float64).reshape(-1, 3)
         self._shape_demand_eps = self._shape_demand - EPS
         self._shape_rows = [tuple(r) for r in shape_rows]
-        self._shape_k_arr = np.array(self._shape_k, dtype=np.int64)
+        self._shape_k_arr = np.array(shape_k, dtype=np.int64)
 
     # ------------------------------------------------------------------ public driving interface
     def advance(self) -> PreemptionRequest | None:
