@@ -91,7 +91,7 @@ class NodeByNodePolicy(Policy):
 
     def _decide(self, request: PreemptionRequest) -> PreemptionPlan:
         need = request.job.demand
-        k = request.n_nodes_needed
+        k = request.gang_size
         avail = request.avail.tolist()
         feasible: list[tuple[int, Vec, list[Job]]] = []
         for n, cands in request.candidates.items():

@@ -83,7 +83,7 @@ class FitGpp(NodeByNodePolicy):
             victims = prune(victims, deficit)
         f0 = f1 = f2 = 0.0
         for v in victims:
-            k = v.spec.nodes  # a gang victim frees its share on every node it holds
+            k = v.spec.gang_size  # a gang victim frees its share on every node it holds
             d = v.demand
             f0 += d[0] * k
             f1 += d[1] * k

@@ -188,7 +188,7 @@ def _gang_decline_workload() -> Workload:
     so its requests offer no choice; a 4-GPU TE job then needs two of node 0's BE jobs."""
     jobs = [be(f"b{i}", 0, 1000 * (i + 1), 2, grace=5) for i in range(4)]
     jobs.append(te("t_big", 0, 5000, 8))
-    jobs.append(te("gang", 10, 100, 8, nodes=2))
+    jobs.append(te("gang", 10, 100, 8, gang_size=2))
     jobs.append(te("t2", 20, 100, 4))
     return Workload(tuple(jobs))
 

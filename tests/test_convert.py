@@ -113,7 +113,7 @@ def test_philly_real_file():
     assert (report.rows, report.kept) == (82_247, 82_247)
     assert not report.dropped and not report.changed
     assert sum(j.job_class == TE for j in wl.jobs) == 37_748
-    assert max(j.nodes for j in wl.jobs) == 16  # the 128-GPU jobs
+    assert max(j.gang_size for j in wl.jobs) == 16  # the 128-GPU jobs
     assert wl.jobs[0].submit_time == 0.0
     accounted(report)
 
@@ -334,7 +334,7 @@ def test_alibaba_real_files():
     assert sum(j.job_class == TE for j in wl.jobs) == 3424
     assert sum(0 < j.gpus < 1 for j in wl.jobs) == 2573  # fractional GPU shares
     assert sum(j.gpus == 0 for j in wl.jobs) == 1052  # of the 1,088 CPU-only pods, 36 never ran
-    assert all(j.nodes == 1 for j in wl.jobs)
+    assert all(j.gang_size == 1 for j in wl.jobs)
     wl.check_fits(cluster)
     # 33 pods were created before 9,964,972 s; the first at t = 0, so the workload opens with a long lull
     assert wl.jobs[0].submit_time == 0.0 and wl.jobs[33].submit_time > 9.9e6

@@ -101,7 +101,7 @@ def full_nodes_workload(
     jobs = [be(f"b{i}", 0, 1000 * (i + 1), 2, grace=5) for i in range(4 * n_nodes)]
     if big_node:
         jobs.append(be("big", 0, 50_000, 8, grace=5))
-    jobs.append(te("t", 10, te_duration, te_gpus, nodes=te_nodes))
+    jobs.append(te("t", 10, te_duration, te_gpus, gang_size=te_nodes))
     return Workload(tuple(jobs), name="full-nodes")
 
 

@@ -100,7 +100,7 @@ def make_env(cluster_files: dict[str, str], kwargs: dict, hot: dict | None, seed
 
 
 def check_free(env: PreemptionEnv) -> None:
-    free, cap = env.sim.free, env.sim.capacity
+    free, cap = env.sim.unused, env.sim.capacity
     assert (free >= -1e-9).all(), free
     assert (free <= cap + 1e-9).all(), (free, cap)
 
@@ -118,14 +118,14 @@ def check_decision(env: PreemptionEnv, obs: np.ndarray, info: dict) -> None:
 def check_result(env: PreemptionEnv) -> None:
     sim = env.sim
     assert sim.done
-    assert np.allclose(sim.free, sim.capacity), "resources leaked at the end"
+    assert np.allclose(sim.unused, sim.capacity), "resources leaked at the end"
     r = sim.result()
     specs = [j.spec for j in sim.jobs]
     segs = defaultdict(list)
     for s in r.segments:
         segs[s.job].append(s)
     for i, spec in enumerate(specs):
-        k = spec.nodes
+        k = spec.gang_size
         assert math.isfinite(r.completion[i]), f"{spec.job_id} never completed"
         completed = [s for s in segs[i] if s.end_reason == "completed"]
         # exactly one completed run: one segment on each of k distinct nodes, ending at the completion
@@ -211,7 +211,7 @@ def test_candidate_rows_are_legal_preemptions(cluster_files, setup):
             assert node in job.nodes
             assert job.idx not in chosen
             assert job in req.candidates[node]
-        if chosen and req.job.n_nodes == 1:
+        if chosen and req.job.gang_size == 1:
             target = env.chosen_victims[0].nodes
             assert all(node in target for _, node in rows)
         legal = np.flatnonzero(info["action_mask"])

@@ -132,7 +132,7 @@ def test_fitgpp_counts_everything_a_gang_victim_frees():
     # "t" (TE, 8 GPUs) at 10: preempting g frees 16 GPUs for a deficit of 8 -> fitness (16 - 8) / 8 = 1 on n0
     # and n1; preempting s frees exactly 8 -> fitness 0 on n2. FitGpp takes n2 (a per-node count would tie
     # all three nodes and take n0).
-    jobs = [be("g", 0, 1000, 16, grace=10, nodes=2), be("s", 0, 1000, 8, grace=10), te("t", 10, 100, 8)]
+    jobs = [be("g", 0, 1000, 16, grace=10, gang_size=2), be("s", 0, 1000, 8, grace=10), te("t", 10, 100, 8)]
     plan, ids = decide("fitgpp", cluster(8, 8, 8), jobs)
     assert plan.nodes == (2,)
     assert victim_ids(plan, ids) == ["s"]
@@ -146,7 +146,7 @@ def test_fitgpp_gang_te_uses_free_node_first():
         be("ph", 0, 5, 8),  # placeholder on n0 until 5
         be("b1", 0, 1000, 8, grace=30),  # n1
         be("b2", 0, 1000, 8, grace=10),  # n2
-        te("tg", 10, 100, 16, nodes=2),
+        te("tg", 10, 100, 16, gang_size=2),
     ]
     plan, ids = decide("fitgpp", cluster(8, 8, 8), jobs)
     assert plan.nodes == (0, 2)
@@ -236,7 +236,7 @@ def test_random_policy_plans_are_legal_and_use_candidates():
             plan = policy.decide(req)
             legal = {j.idx for js in req.candidates.values() for j in js}
             assert set(plan.victims) <= legal
-            assert len(set(plan.nodes)) == len(plan.nodes) == (req.job.n_nodes if plan.nodes else 0)
+            assert len(set(plan.nodes)) == len(plan.nodes) == (req.job.gang_size if plan.nodes else 0)
             sim.resolve(plan)
         assert sim.done
 
@@ -365,11 +365,11 @@ def test_illegal_plans_are_rejected(pending, plan, message):
 
 
 def test_rejected_plan_leaves_the_request_pending_and_state_untouched(pending):
-    free_before = pending.free.copy()
+    free_before = pending.unused.copy()
     with pytest.raises(IllegalDecisionError):
         pending.resolve(PreemptionPlan(nodes=(2,), victims=(B1,)))
     assert pending.pending_request is not None
-    np.testing.assert_array_equal(pending.free, free_before)
+    np.testing.assert_array_equal(pending.unused, free_before)
     assert pending.n_preemptions == 0
     # A legal plan still works: preempt b1 and b2 on n2 (grace 0): t runs [10, 110) on n2.
     pending.resolve(PreemptionPlan(nodes=(2,), victims=(B1, B2)))
@@ -381,7 +381,7 @@ def test_rejected_plan_leaves_the_request_pending_and_state_untouched(pending):
 
 def test_gang_plan_with_duplicate_nodes_is_rejected():
     # Two 8-GPU nodes, each with a BE job; "tg" (TE, 2 x 8 GPUs) must name two distinct nodes.
-    sim, req = first_request(cluster(8, 8), [be("a", 0, 100, 8), be("b", 0, 100, 8), te("tg", 1, 10, 16, nodes=2)])
+    sim, req = first_request(cluster(8, 8), [be("a", 0, 100, 8), be("b", 0, 100, 8), te("tg", 1, 10, 16, gang_size=2)])
     with pytest.raises(IllegalDecisionError, match="distinct"):
         sim.resolve(PreemptionPlan(nodes=(0, 0), victims=(0,)))
     with pytest.raises(IllegalDecisionError, match="distinct"):
@@ -429,7 +429,7 @@ def test_unfittable_and_duplicate_jobs_are_rejected_by_the_simulator():
     with pytest.raises(ImpossibleJobError, match="can never run"):
         Simulator(cluster(8), [be("huge", 0, 10, 9)])
     with pytest.raises(ImpossibleJobError, match="can never run"):
-        Simulator(cluster(8, 8), [be("gang", 0, 10, 24, nodes=3)])
+        Simulator(cluster(8, 8), [be("gang", 0, 10, 24, gang_size=3)])
     with pytest.raises(ImpossibleJobError, match="Duplicate"):
         Simulator(cluster(8), [be("a", 0, 10, 1), be("a", 1, 10, 1)])
 
@@ -449,4 +449,4 @@ def test_request_arrays_are_read_only(pending):
     with pytest.raises(ValueError):
         req.job.member[0] = 0.0
     assert req.demand.tolist() == [8.0, 0.0, 0.0]
-    assert req.n_nodes_needed == 1
+    assert req.gang_size == 1

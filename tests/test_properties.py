@@ -98,7 +98,7 @@ def workloads(draw, cap: np.ndarray) -> list[JobSpec]:
                 gpus=member[0] * k,
                 cpus=member[1] * k,
                 mem_gb=member[2] * k,
-                nodes=k,
+                gang_size=k,
                 job_class=JobClass.TE if is_te else JobClass.BE,
                 grace_period=float(draw(st.sampled_from([0, 0, 1, 3, 10, 25]))),
             )
@@ -136,8 +136,8 @@ def drive(policy_name: str, cl: ClusterSpec, jobs: list[JobSpec], config: SimCon
     while (req := sim.advance()) is not None:
         n_requests += 1
         assert req.job.job_class == JobClass.TE
-        assert (sim.free >= -1e-9).all(), sim.free
-        assert (sim.free <= cap + 1e-9).all(), sim.free
+        assert (sim.unused >= -1e-9).all(), sim.unused
+        assert (sim.unused <= cap + 1e-9).all(), sim.unused
         for js in req.candidates.values():
             for j in js:
                 assert j.job_class == JobClass.BE and j.preemptions < config.max_preemptions
@@ -146,7 +146,7 @@ def drive(policy_name: str, cl: ClusterSpec, jobs: list[JobSpec], config: SimCon
     if not policy.preempts:
         assert n_requests == 0
     assert sim.done
-    assert np.allclose(sim.free, cap), "resources leaked at the end"
+    assert np.allclose(sim.unused, cap), "resources leaked at the end"
     assert np.allclose(sim.avail, cap)
     return sim.result()
 
@@ -163,7 +163,7 @@ def check_run(result: RunResult, cl: ClusterSpec, jobs: list[JobSpec], config: S
     assert len(result.job_ids) == len(jobs)
     for i, spec in enumerate(jobs):
         segs = by_job[i]  # in the order the simulator closed them, i.e. chronological
-        k = spec.nodes
+        k = spec.gang_size
         completion = result.completion[i]
         assert math.isfinite(completion), f"{spec.job_id} never completed"
         # A run of a gang of k is k consecutive segments with equal start and end on distinct nodes. (Runs may
@@ -289,7 +289,7 @@ def reference_schedule(cap: np.ndarray, jobs: list[JobSpec], config: SimConfig) 
 
     def place(i: int):
         member = np.array(jobs[i].member_demand)
-        k = jobs[i].nodes
+        k = jobs[i].gang_size
         fit = [n for n in range(len(cap)) if (free[n] >= member - 1e-9).all()]
         if len(fit) < k:
             return None
@@ -351,7 +351,7 @@ def integer_scenarios(draw):
                 float(draw(st.integers(1, 20))),
                 gpus=float(g * k),
                 cpus=float(c * k),
-                nodes=k,
+                gang_size=k,
                 job_class=JobClass.TE if draw(st.booleans()) else JobClass.BE,
             )
         )

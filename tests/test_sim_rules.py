@@ -70,7 +70,7 @@ def test_victim_keeps_resources_and_makes_no_progress_during_grace():
     bj = sim.jobs[0]
     assert bj.state == JobState.PREEMPTING
     # bj still holds all 8 GPUs: free = 8 - 8 = 0, and nothing is available to the probe.
-    assert sim.free[0, 0] == 0.0
+    assert sim.unused[0, 0] == 0.0
     assert req.avail[0, 0] <= 0.0
     # bj is PREEMPTING, so nobody is a candidate; its remaining work was frozen at 1000 - 100 = 900.
     assert req.candidates == {}
@@ -319,7 +319,7 @@ def test_te_jobs_are_never_candidates(run, one_node):
 def test_gang_is_placed_on_distinct_best_fit_nodes(run):
     # Three 8-GPU nodes. "a" (2 GPUs, 1000 s) -> n0. "g" (BE, 8 GPUs over 2 nodes = 4 per node, 100 s) at 1:
     # leftover GPUs would be n0: 6 - 4 = 2, n1: 4, n2: 4 -> best fit n0 and n1 (tie n1/n2 by node order).
-    jobs = [be("a", 0, 1000, 2), be("g", 1, 100, 8, nodes=2)]
+    jobs = [be("a", 0, 1000, 2), be("g", 1, 100, 8, gang_size=2)]
     v, _, _ = run(cluster(8, 8, 8), jobs)
     assert v.segments("g") == [(0, 1.0, 101.0, "completed"), (1, 1.0, 101.0, "completed")]
 
@@ -327,13 +327,13 @@ def test_gang_is_placed_on_distinct_best_fit_nodes(run):
 def test_gang_members_start_together(run, two_nodes):
     # "blk" (8 GPUs, 100 s) takes n0 at 0. "g" (16 GPUs over 2 nodes) fits on n1 alone but needs both:
     # it starts when blk ends, at 100, on both nodes, and ends at 100 + 50 = 150.
-    jobs = [be("blk", 0, 100, 8), be("g", 0, 50, 16, nodes=2)]
+    jobs = [be("blk", 0, 100, 8), be("g", 0, 50, 16, gang_size=2)]
     v, _, _ = run(two_nodes, jobs)
     assert v.segments("g") == [(0, 100.0, 150.0, "completed"), (1, 100.0, 150.0, "completed")]
 
 
 def test_gang_member_demand_is_split_evenly():
-    spec = JobSpec("g", 0.0, 10.0, gpus=6.0, cpus=12.0, mem_gb=30.0, nodes=3)
+    spec = JobSpec("g", 0.0, 10.0, gpus=6.0, cpus=12.0, mem_gb=30.0, gang_size=3)
     assert spec.member_demand == (2.0, 4.0, 10.0)
 
 
@@ -343,7 +343,7 @@ def test_preempting_a_gang_frees_both_nodes(run, two_nodes):
     # are released at 100 + 20 = 120. tj runs [120, 220) on n0.
     # "other" (BE, 8 GPUs, 50 s) arrives at 110; at 120 n1 is free and unreserved: it runs [120, 170) on n1.
     # g (900 s left) needs both nodes: it restarts when tj ends, [220, 1120) on n0 and n1.
-    jobs = [be("g", 0, 1000, 16, grace=20, nodes=2), te("tj", 100, 100, 8), be("other", 110, 50, 8)]
+    jobs = [be("g", 0, 1000, 16, grace=20, gang_size=2), te("tj", 100, 100, 8), be("other", 110, 50, 8)]
     v, _, _ = run(two_nodes, jobs, {"tj": ([0], ["g"])})
     assert v.segments("g") == [
         (0, 0.0, 100.0, "preempted"),
@@ -360,7 +360,7 @@ def test_preempting_a_gang_frees_both_nodes(run, two_nodes):
 def test_gang_te_job_reserves_all_its_nodes(run, two_nodes):
     # "b0" (BE, 8 GPUs, grace 10) on n0, "b1" (BE, 8 GPUs, grace 30) on n1. "tg" (TE, 16 GPUs over 2 nodes, 100 s)
     # at 100 preempts both; it starts when the slower victim is gone: max(110, 130) = 130, on both nodes.
-    jobs = [be("b0", 0, 1000, 8, grace=10), be("b1", 0, 1000, 8, grace=30), te("tg", 100, 100, 16, nodes=2)]
+    jobs = [be("b0", 0, 1000, 8, grace=10), be("b1", 0, 1000, 8, grace=30), te("tg", 100, 100, 16, gang_size=2)]
     v, _, _ = run(two_nodes, jobs, {"tg": ([0, 1], ["b0", "b1"])})
     assert v.segments("tg") == [(0, 130.0, 230.0, "completed"), (1, 130.0, 230.0, "completed")]
 
@@ -489,7 +489,7 @@ def test_best_fit_ties_go_to_lower_node_index(run):
 
 def test_best_fit_gang_picks_the_tightest_nodes(run):
     # Nodes with 8, 4, 8, 4 GPUs; a gang of 2 x 4 GPUs leaves 4, 0, 4, 0: best fit n1 and n3; first fit n0, n1.
-    jobs = [be("g", 0, 10, 8, nodes=2)]
+    jobs = [be("g", 0, 10, 8, gang_size=2)]
     v, _, _ = run(cluster(8, 4, 8, 4), jobs)
     assert sorted(s[0] for s in v.segments("g")) == [1, 3]
     v, _, _ = run(cluster(8, 4, 8, 4), jobs, placement="first-fit")

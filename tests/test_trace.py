@@ -48,7 +48,7 @@ def test_good_trace_loads_with_defaults(tmp_path):
 def test_columns_in_any_order_and_extra_columns_ignored(tmp_path):
     path = write(tmp_path, "class,comment,gpus,duration,submit_time,job_id,nodes\nBE,hello,16,10,3,g,2\n")
     (job,) = load_trace(path).jobs
-    assert (job.job_id, job.submit_time, job.duration, job.gpus, job.nodes, job.job_class) == (
+    assert (job.job_id, job.submit_time, job.duration, job.gpus, job.gang_size, job.job_class) == (
         "g",
         3.0,
         10.0,
@@ -192,7 +192,7 @@ def test_any_text_either_loads_or_raises_trace_error(tmp_path, header, rows):
         assert exc.path == str(path)
         return
     for job in wl.jobs:  # whatever loads is valid
-        assert job.duration > 0 and job.submit_time >= 0 and job.nodes >= 1
+        assert job.duration > 0 and job.submit_time >= 0 and job.gang_size >= 1
         assert job.gpus + job.cpus + job.mem_gb > 0
 
 

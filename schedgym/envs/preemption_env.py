@@ -331,7 +331,7 @@ class PreemptionEnv(gym.Env):
         req = self._request
         assert req is not None
         d = req.job.demand
-        k = req.job.n_nodes
+        k = req.job.gang_size
         chosen = {v.idx for v in self._chosen}
         room = self._room()
         avail = req.avail
@@ -387,7 +387,7 @@ class PreemptionEnv(gym.Env):
         req = self._request
         assert req is not None
         d = req.job.demand
-        k = req.job.n_nodes
+        k = req.job.gang_size
         room = self._room()
 
         def ok(n: int) -> bool:
@@ -467,7 +467,7 @@ class PreemptionEnv(gym.Env):
         if self._targets:
             r = room.get(self._targets[0]) or req.avail[self._targets[0]].tolist()
             missing = (max(d[0] - r[0], 0.0) / sg, max(d[1] - r[1], 0.0) / sc, max(d[2] - r[2], 0.0) / sm)
-        free = sim.free.sum(axis=0).tolist()
+        free = sim.unused.sum(axis=0).tolist()
         held = sim.held.sum(axis=0).tolist()
         tg, tc, tm = self._total
         q_te, q_be = sim.queue_lengths
@@ -476,7 +476,7 @@ class PreemptionEnv(gym.Env):
             d[0] / sg,
             d[1] / sc,
             d[2] / sm,
-            job.n_nodes / self.cluster.n_nodes,
+            job.gang_size / self.cluster.n_nodes,
             squash(now - job.submit_time, 600.0),
             squash(job.duration * float(self._estimate[job.idx]), 600.0),
             min(1.0, len(self._chosen) / self.config.max_candidates),
@@ -514,7 +514,7 @@ class PreemptionEnv(gym.Env):
                     squash(elapsed, 3600.0),
                     min(1.0, c.preemptions / cap_p),
                     squash(remaining * float(self._estimate[c.idx]), 3600.0),
-                    1.0 if c.n_nodes > 1 else 0.0,
+                    1.0 if c.gang_size > 1 else 0.0,
                 )
             )
         obs[: self._n_head] = head

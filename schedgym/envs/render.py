@@ -61,7 +61,7 @@ def render_ansi(env: PreemptionEnv) -> str:
     else:
         j = req.job
         lines.append(
-            f"  decision: TE {j.job_id} needs {j.n_nodes} x (gpus={j.demand[0]:g}, cpus={j.demand[1]:g}, "
+            f"  decision: TE {j.job_id} needs {j.gang_size} x (gpus={j.demand[0]:g}, cpus={j.demand[1]:g}, "
             f"mem_gb={j.demand[2]:g}), waiting {sim.now - j.submit_time:.0f}s; chosen "
             f"{[v.job_id for v in env.chosen_victims]}"
         )

@@ -36,8 +36,8 @@ class JobState(enum.IntEnum):
 class JobSpec:
     """One job as submitted: the row of a trace. Never modified by the simulator.
 
-    ``gpus``, ``cpus`` and ``mem_gb`` are the job's total demand; a gang job (``nodes = k > 1``) holds
-    ``1/k`` of it on each of ``k`` distinct nodes.
+    ``gpus``, ``cpus`` and ``mem_gb`` are the job's total demand; a gang job (``gang_size = k > 1``) holds
+    ``1/k`` of it on each of ``k`` distinct nodes (the trace format's ``nodes`` column).
     """
 
     job_id: str
@@ -46,14 +46,14 @@ class JobSpec:
     gpus: float
     cpus: float = 0.0
     mem_gb: float = 0.0
-    nodes: int = 1
+    gang_size: int = 1
     job_class: JobClass = JobClass.BE
     grace_period: float = 0.0
 
     @property
     def member_demand(self) -> tuple[float, float, float]:
         """Demand on each node the job occupies."""
-        k = self.nodes
+        k = self.gang_size
         return (self.gpus / k, self.cpus / k, self.mem_gb / k)
 
 
@@ -95,8 +95,9 @@ class Job:
         return self.spec.job_class
 
     @property
-    def n_nodes(self) -> int:
-        return self.spec.nodes
+    def gang_size(self) -> int:
+        """Number of distinct nodes the job runs on (1 unless it is a gang)."""
+        return self.spec.gang_size
 
     @property
     def grace_period(self) -> float:

@@ -35,7 +35,7 @@ class PreemptionRequest:
     Attributes:
         job: the waiting TE job (read-only).
         now: simulated time (s).
-        avail: per-node resources that this job could use right now, ``free - held`` (read-only view,
+        avail: per-node resources that this job could use right now, ``unused - held`` (read-only view,
             shape (n_nodes, 3): gpus, cpus, mem_gb). ``held`` are resources promised to reserved TE jobs.
         capacity: per-node capacities (read-only view, same shape).
         candidates: for each node index, the preemptible jobs that run there (RUNNING, class BE, fewer
@@ -58,8 +58,9 @@ class PreemptionRequest:
         return self.job.member
 
     @property
-    def n_nodes_needed(self) -> int:
-        return self.job.n_nodes
+    def gang_size(self) -> int:
+        """Distinct nodes the waiting job needs."""
+        return self.job.gang_size
 
 
 @dataclass(frozen=True, slots=True)

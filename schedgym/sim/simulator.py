@@ -110,7 +110,7 @@ class Simulator:
         self.capacity = cluster.capacity
         self.capacity.setflags(write=False)
         self._capacity_rows = self.capacity.tolist()
-        # free = avail + held. held: free resources already set aside for reserved TE jobs (taken from what
+        # unused = avail + held. held: free resources already set aside for reserved TE jobs (taken from what
         # was free at the decision, or handed over by victims as they release); avail: what anyone may use.
         self.held = np.zeros_like(self.capacity)
         self.avail = self.capacity.copy()
@@ -156,11 +156,11 @@ class Simulator:
                 raise ImpossibleJobError(f"Duplicate job_id {spec.job_id!r}")
             seen.add(spec.job_id)
             member = np.array(spec.member_demand, dtype=np.float64)
-            key = (int(spec.job_class), tuple(member.tolist()), spec.nodes)
+            key = (int(spec.job_class), tuple(member.tolist()), spec.gang_size)
             shape = shape_ids.get(key)
-            if shape is None and not self._fits_somewhere(member, spec.nodes):
+            if shape is None and not self._fits_somewhere(member, spec.gang_size):
                 raise ImpossibleJobError(
-                    f"Job {spec.job_id!r} can never run: it needs {spec.nodes} node(s) with "
+                    f"Job {spec.job_id!r} can never run: it needs {spec.gang_size} node(s) with "
                     f"gpus={member[0]:g}, cpus={member[1]:g}, mem_gb={member[2]:g} each, but the largest node "
                     f"offers gpus={max_member[0]:g}, cpus={max_member[1]:g}, mem_gb={max_member[2]:g}"
                 )
@@ -168,7 +168,7 @@ class Simulator:
                 shape = shape_ids[key] = len(shape_rows)
                 shape_rows.append(member.tolist())
                 self._shape_te.append(spec.job_class == JobClass.TE)
-                shape_k.append(spec.nodes)
+                shape_k.append(spec.gang_size)
             job = Job(idx=i, spec=spec, member=member, demand=key[1], shape=shape, remaining=float(spec.duration))
             member.setflags(write=False)
             self.jobs.append(job)
@@ -215,8 +215,10 @@ class Simulator:
         self._request = None
 
     @property
-    def free(self) -> np.ndarray:
-        """Per-node resources not held by RUNNING or PREEMPTING jobs (a fresh array: avail + held)."""
+    def unused(self) -> np.ndarray:
+        """Per-node resources that no RUNNING or PREEMPTING job occupies (a fresh array: ``avail + held``).
+
+        ``avail`` is the part anyone may use; ``held`` the part set aside for reserved TE jobs."""
         return self.avail + self.held
 
     @property
@@ -429,7 +431,7 @@ class Simulator:
                 job = self.jobs[idx]
                 is_te = shape_te[shape]
                 if shape not in blocked:
-                    nodes = self._place(job.member, job.spec.nodes, fit[rows[shape]])
+                    nodes = self._place(job.member, job.spec.gang_size, fit[rows[shape]])
                     if nodes is not None:
                         heapq.heappop(q)
                         self._dequeued(job)
@@ -545,7 +547,7 @@ class Simulator:
 
     def _check_plan(self, request: PreemptionRequest, plan: PreemptionPlan) -> None:
         job = request.job
-        k = job.spec.nodes
+        k = job.spec.gang_size
         nodes, victims = tuple(plan.nodes), tuple(plan.victims)
         n_nodes = self.cluster.n_nodes
         if len(nodes) != k or len(set(nodes)) != k:

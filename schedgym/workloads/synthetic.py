@@ -151,7 +151,7 @@ def generate(
             gpus=float(gpus[i]),
             cpus=float(cpus[i]),
             mem_gb=float(mem[i]),
-            nodes=int(nodes[i]),
+            gang_size=int(nodes[i]),
             job_class=JobClass.TE if is_te[i] else JobClass.BE,
             grace_period=float(grace[i]),
         )

@@ -62,15 +62,15 @@ class Workload:
         for i, job in enumerate(self.jobs):
             member = np.array(job.member_demand)
             fits = (cap >= member - 1e-9).all(axis=1)
-            if int(fits.sum()) >= job.nodes:
+            if int(fits.sum()) >= job.gang_size:
                 continue
             line = self.lines[i] if self.lines else None
             where: dict[str, Any] = dict(path=self.path, line=line) if self.path else dict(line=line)
-            if job.nodes > cluster.n_nodes:
+            if job.gang_size > cluster.n_nodes:
                 raise TraceError(
-                    f"job {job.job_id!r} needs {job.nodes} nodes but cluster {cluster.name!r} has {cluster.n_nodes}",
+                    f"job {job.job_id!r} needs {job.gang_size} nodes but cluster {cluster.name!r} has {cluster.n_nodes}",
                     column="nodes",
-                    value=job.nodes,
+                    value=job.gang_size,
                     **where,
                 )
             for r, col in enumerate(("gpus", "cpus", "mem_gb")):
@@ -83,10 +83,10 @@ class Workload:
                         **where,
                     )
             raise TraceError(
-                f"job {job.job_id!r} needs {job.nodes} nodes that each offer {member.tolist()}, "
+                f"job {job.job_id!r} needs {job.gang_size} nodes that each offer {member.tolist()}, "
                 f"and cluster {cluster.name!r} has only {int(fits.sum())}",
                 column="nodes",
-                value=job.nodes,
+                value=job.gang_size,
                 **where,
             )
 
@@ -176,7 +176,7 @@ def load_trace(path: str | Path, name: str | None = None) -> Workload:
                         gpus=gpus,
                         cpus=opt["cpus"],
                         mem_gb=opt["mem_gb"],
-                        nodes=nodes,
+                        gang_size=nodes,
                         job_class=JobClass[raw_class],
                         grace_period=opt["grace_period"],
                     )
@@ -204,7 +204,7 @@ def save_trace(path: str | Path, jobs: Iterable[JobSpec]) -> None:
                     repr(j.gpus),
                     repr(j.cpus),
                     repr(j.mem_gb),
-                    j.nodes,
+                    j.gang_size,
                     j.job_class.name,
                     repr(j.grace_period),
                 ]

@@ -140,7 +140,7 @@ def convert_philly(path: str, rules: PhillyRules | None = None) -> tuple[Workloa
                 gpus=gpus,
                 cpus=gpus * rules.cpus_per_gpu,
                 mem_gb=gpus * rules.mem_gb_per_gpu,
-                nodes=nodes,
+                gang_size=nodes,
                 job_class=JobClass.TE if te else JobClass.BE,
                 grace_period=grace,
             )

@@ -220,7 +220,7 @@ def convert_swf(path: str | Path, rules: SwfRules | None = None) -> tuple[Worklo
             gpus=total_procs * rules.gpus_per_processor,
             cpus=float(total_procs),
             mem_gb=mem_gb,
-            nodes=nodes,
+            gang_size=nodes,
             job_class=JobClass.TE if te else JobClass.BE,
             grace_period=rules.grace_te if te else rules.grace_be,
         )
