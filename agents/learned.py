@@ -1,24 +1,28 @@
-"""Learned agents: stable-baselines3 models saved by ``schedgym train``, loaded by name or path.
+"""Learned agents: policies that decide with a trained network, inside the simulator like any rule.
 
-A saved agent is ``NAME.zip`` (the SB3 model) plus ``NAME.json`` beside it (algorithm, environment id and
-configuration, training configuration), so ``ppo:path/to/model.zip`` needs no other argument. The
-bundled agent (``ppo``) lives in ``agents/bundled/``.
+A :class:`LearnedPolicy` is a :class:`~schedgym.sim.policy.Policy`: for each preemption request it runs the
+environment's victim-by-victim protocol (:mod:`schedgym.decision`), asking its network for one action per
+step, until the chosen victims form a plan. It therefore makes exactly the decisions the same network makes
+when it acts through :class:`~schedgym.envs.PreemptionEnv` (tested), and ``schedgym compare``, training's
+evaluation and the tests run it with :func:`schedgym.experiments.runner.run_policy`, like a rule.
 
-stable-baselines3, sb3-contrib and torch are the ``rl`` extra; they are imported only when a model is
-loaded.
+A saved agent is ``NAME.zip`` (the stable-baselines3 model) plus ``NAME.json`` beside it (algorithm,
+environment id and configuration, training configuration). :func:`load_agent` evaluates it with a numpy
+forward pass (:mod:`agents.inference`), so evaluation needs neither torch nor stable-baselines3; those are
+the ``rl`` extra, for training.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-import gymnasium as gym
 import numpy as np
 
+from schedgym.decision import DecisionEncoder, observation_size
 from schedgym.errors import SchedGymError
+from schedgym.sim.policy import DECLINE, Policy, PreemptionPlan, PreemptionRequest, QueueDiscipline
 
 BUNDLED_DIR = Path(__file__).resolve().parent / "bundled"
 BUNDLED = {"ppo": BUNDLED_DIR / "ppo_paper.zip"}
@@ -32,6 +36,7 @@ ALGOS: dict[str, tuple[str, str, bool]] = {
 
 
 def algo_class(algo: str) -> Any:
+    """The stable-baselines3 class of ``algo`` (needs the ``rl`` extra)."""
     try:
         module, name, _ = ALGOS[algo]
     except KeyError:
@@ -45,88 +50,160 @@ def algo_class(algo: str) -> Any:
     return getattr(mod, name)
 
 
-@dataclass(frozen=True)
-class SavedAgent:
-    """A model on disk and what it was trained on. ``kind = "agent"`` tells the comparison harness to run
-    it through the environment rather than inside the simulator."""
+class Network(Protocol):
+    """What a learned policy needs of its network: one action for one observation (and the legal actions)."""
 
-    path: str
-    algo: str
-    env_id: str
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
-    meta: dict[str, Any] = field(default_factory=dict)
-    name: str = "agent"
-    kind: str = "agent"
-
-    @classmethod
-    def from_path(cls, path: str | Path, name: str = "agent") -> SavedAgent:
-        given = str(path)
-        path = Path(path)
-        if path.suffix == "":  # SB3 saves NAME.zip for NAME
-            path = path.with_suffix(".zip")
-        if path.suffix != ".zip":
-            raise SchedGymError(f"Expected a model saved by 'schedgym train' (a .zip file), got {given!r}")
-        meta_path = path.with_suffix(".json")
-        if not path.is_file():
-            raise SchedGymError(f"No model at {given!r}")
-        if not meta_path.is_file():
-            raise SchedGymError(f"No {meta_path.name} beside {path}: was it saved by 'schedgym train'?")
-        try:
-            meta = json.loads(meta_path.read_text())
-            algo, env_id, env_kwargs = meta["algo"], meta["env_id"], dict(meta.get("env_kwargs", {}))
-        except (ValueError, KeyError) as exc:
-            raise SchedGymError(f"{meta_path}: not a schedgym agent description ({exc})") from None
-        if algo not in ALGOS:
-            raise SchedGymError(f"{meta_path}: unknown algorithm {algo!r}; expected one of {sorted(ALGOS)}")
-        return cls(str(path), algo, env_id, env_kwargs, meta, name)
-
-    @property
-    def maskable(self) -> bool:
-        return ALGOS[self.algo][2]
-
-    def load_model(self) -> Any:
-        return algo_class(self.algo).load(self.path, device="cpu")
-
-    def make_env(self, **overrides: Any) -> gym.Env:
-        """The environment the agent was trained in (``overrides`` replace configuration fields), wrapped so
-        that an agent that cannot read masks has its illegal actions turned into 'wait' and counted."""
-        import schedgym  # noqa: F401  (registers the ids)
-        from schedgym.envs.wrappers import IllegalActionAsWait
-
-        env = gym.make(self.env_id, **{**self.env_kwargs, **overrides})
-        return env if self.maskable else IllegalActionAsWait(env)
-
-    def agent(self, env: gym.Env) -> LearnedAgent:
-        return LearnedAgent(self.load_model(), env, maskable=self.maskable)
+    def act(self, observation: np.ndarray, action_mask: np.ndarray | None = None) -> int:  # pragma: no cover
+        ...
 
 
-class LearnedAgent:
-    """SB3-style ``predict`` for a trained model; a maskable model gets the environment's current mask."""
+class SB3Network:
+    """A live stable-baselines3 model as a :class:`Network` (training evaluates the model it is training).
 
-    def __init__(self, model: Any, env: gym.Env, maskable: bool):
+    ``maskable`` models get the mask (sb3-contrib's ``action_masks``); others are asked without it.
+    """
+
+    def __init__(self, model: Any, maskable: bool):
         self.model = model
-        self.env = env
         self.maskable = maskable
 
-    def predict(
-        self,
-        observation: np.ndarray,
-        state: Any = None,
-        episode_start: np.ndarray | None = None,
-        deterministic: bool = True,
-    ) -> tuple[Any, Any]:
+    def act(self, observation: np.ndarray, action_mask: np.ndarray | None = None) -> int:
         if self.maskable:
-            masks = self.env.unwrapped.action_masks()  # type: ignore[attr-defined]
-            action, state = self.model.predict(observation, state, episode_start, deterministic, action_masks=masks)
+            action, _ = self.model.predict(observation, deterministic=True, action_masks=action_mask)
         else:
-            action, state = self.model.predict(observation, state, episode_start, deterministic)
-        return int(action), state
+            action, _ = self.model.predict(observation, deterministic=True)
+        return int(action)
 
 
-def saved_agent(arg: str | None = None, name: str = "ppo") -> SavedAgent:
-    """Registry factory: ``ppo`` is the bundled agent, ``NAME:PATH`` a model saved by ``schedgym train``."""
-    if arg is None:
-        if name not in BUNDLED:
-            raise SchedGymError(f"{name!r} needs a model path: {name}:path/to/model.zip")
-        return SavedAgent.from_path(BUNDLED[name], name=name)
-    return SavedAgent.from_path(arg, name=f"{name}:{arg}")
+class LearnedPolicy(Policy):
+    """A trained network deciding preemptions through the victim-by-victim protocol.
+
+    Args:
+        network: anything with ``act(observation, action_mask) -> int``.
+        name: display name.
+        queue: the queue discipline it was trained with.
+        max_candidates: candidate rows of its observation (fixes the observation size).
+        estimate_noise: sigma of the duration-estimate error of its observations, as in training.
+        maskable: True if the network reads the action mask. A network that does not may pick an illegal
+            action: it becomes 0 ("preempt nothing"), as with ``IllegalActionAsWait`` in training, and is
+            counted in :attr:`n_illegal`.
+    """
+
+    preempts = True
+
+    def __init__(
+        self,
+        network: Network,
+        *,
+        name: str = "agent",
+        queue: QueueDiscipline | str = QueueDiscipline.PRIORITY,
+        max_candidates: int = 16,
+        estimate_noise: float = 0.3,
+        maskable: bool = True,
+    ):
+        self.network = network
+        self.name = name
+        self.queue = QueueDiscipline(queue)
+        self.max_candidates = max_candidates
+        self.estimate_noise = estimate_noise
+        self.maskable = maskable
+        self._encoder: DecisionEncoder | None = None
+        self.n_illegal = 0
+        self.n_actions = 0
+
+    def __repr__(self) -> str:
+        return f"LearnedPolicy(name={self.name!r}, queue={self.queue.value!r}, max_candidates={self.max_candidates})"
+
+    def reset(self, rng: np.random.Generator | None = None) -> None:
+        super().reset(rng)
+        self._encoder = None  # built at the first request, when the workload's size is known
+        self.n_illegal = 0
+        self.n_actions = 0
+
+    def _decide(self, request: PreemptionRequest) -> PreemptionPlan:
+        if self._encoder is None:
+            # The estimate noise is drawn here, once per run, as the environment draws it at reset.
+            self._encoder = DecisionEncoder(
+                request.capacity,
+                request.n_jobs,
+                max_candidates=self.max_candidates,
+                estimate_noise=self.estimate_noise,
+                rng=self.rng,
+            )
+        decision = self._encoder.begin(request)
+        if not decision.offers_choice:
+            return DECLINE  # as the environment: a request without a choice is not asked
+        while True:
+            mask = decision.mask()
+            action = self.network.act(decision.observe(), mask if self.maskable else None)
+            self.n_actions += 1
+            if not (0 <= action < len(mask) and mask[action]):
+                self.n_illegal += 1
+                action = 0
+            plan = decision.choose(action)
+            if plan is not None:
+                return plan
+
+
+def load_agent(path: str | Path, name: str | None = None) -> LearnedPolicy:
+    """The agent saved at ``path`` by ``schedgym train`` (``.zip`` and its ``.json``), evaluated in numpy."""
+    from agents.inference import load_policy_network
+
+    given = str(path)
+    path = Path(path)
+    if path.suffix == "":  # SB3 saves NAME.zip for NAME
+        path = path.with_suffix(".zip")
+    if path.suffix != ".zip":
+        raise SchedGymError(f"Expected a model saved by 'schedgym train' (a .zip file), got {given!r}")
+    if not path.is_file():
+        raise SchedGymError(f"No model at {given!r}")
+    meta_path = path.with_suffix(".json")
+    if not meta_path.is_file():
+        raise SchedGymError(f"No {meta_path.name} beside {given}: was it saved by 'schedgym train'?")
+    algo, config = describe(meta_path)
+    network = load_policy_network(path, algo)
+    expected = observation_size(config.max_candidates)
+    if network.obs_dim != expected or network.n_actions != config.max_candidates + 1:
+        raise SchedGymError(
+            f"{given}: the model takes {network.obs_dim} inputs and {network.n_actions} actions, but its "
+            f"environment (max_candidates={config.max_candidates}) has {expected} and {config.max_candidates + 1}"
+        )
+    return LearnedPolicy(
+        network,
+        name=name if name is not None else path.stem,
+        queue=config.sim.queue,
+        max_candidates=config.max_candidates,
+        estimate_noise=config.estimate_noise,
+        maskable=ALGOS[algo][2],
+    )
+
+
+def describe(meta_path: Path) -> tuple[str, Any]:
+    """``(algorithm, EnvConfig)`` from a saved agent's ``.json``."""
+    import gymnasium as gym
+
+    import schedgym  # noqa: F401  (registers the ids)
+    from schedgym.envs import EnvConfig
+
+    try:
+        meta = json.loads(meta_path.read_text())
+        algo, env_id, env_kwargs = meta["algo"], meta["env_id"], dict(meta.get("env_kwargs", {}))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise SchedGymError(f"{meta_path}: not a schedgym agent description ({exc})") from None
+    if algo not in ALGOS:
+        raise SchedGymError(f"{meta_path}: unknown algorithm {algo!r}; expected one of {sorted(ALGOS)}")
+    if env_id not in gym.registry or not str(env_id).startswith("schedgym/"):
+        raise SchedGymError(f"{meta_path}: unknown environment {env_id!r}; expected a schedgym/ id")
+    try:
+        config = EnvConfig(**{**gym.spec(env_id).kwargs, **env_kwargs})
+    except (SchedGymError, TypeError) as exc:
+        raise SchedGymError(f"{meta_path}: bad env_kwargs ({exc})") from None
+    return algo, config
+
+
+def bundled_agent(name: str = "ppo") -> LearnedPolicy:
+    """Registry factory of a bundled agent."""
+    return load_agent(BUNDLED[name], name=name)
+
+
+__all__ = ["ALGOS", "BUNDLED", "LearnedPolicy", "Network", "SB3Network", "algo_class", "bundled_agent", "load_agent"]

@@ -4,8 +4,11 @@ Reads top to bottom: configuration, environments, model, evaluation callback, le
 
 Seeds: ``seed`` goes to ``random``, numpy and torch (``set_random_seed``), to the model, and to the training
 environments (environment ``i`` is reset with ``seed + i``; each episode then draws a fresh workload from
-the environment's ``np_random``). Evaluation uses fixed *validation* workloads, ``workload_seed`` in
-``VALIDATION_SEEDS``, never the *test* seeds that ``schedgym compare`` uses (0, 1, 2, ... below 100,000).
+the environment's ``np_random``). Evaluation runs the model as a :class:`~agents.learned.LearnedPolicy`
+inside the simulator (:func:`schedgym.experiments.runner.run_policy`, the loop ``schedgym compare`` uses) on
+fixed *validation* workloads (:meth:`WorkloadSource.evaluation <schedgym.workloads.source.WorkloadSource.evaluation>`
+with ``split="validation"``: synthetic seeds 100,000+, a bundled trace's validation windows), never the
+*test* workloads that ``schedgym compare`` uses.
 """
 
 from __future__ import annotations
@@ -19,11 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from agents.learned import ALGOS, SavedAgent, algo_class
+from agents.learned import ALGOS, LearnedPolicy, SB3Network, algo_class, load_agent
 from schedgym._fielddocs import field_docs
 from schedgym.errors import ConfigError
 
-VALIDATION_SEEDS = range(100_000, 100_100)
+MAX_EVAL_WORKLOADS = 100
 
 
 @dataclass
@@ -65,7 +68,7 @@ class TrainConfig:
     n_eval_workloads: int = 5
     """validation workloads per evaluation"""
     run_dir: str = "runs"
-    """where runs are written: {run_dir}/{env_id}__{algo}__{seed}__{timestamp}/"""
+    """where runs are written: {run_dir}/{env_id with / as _}__{algo}__{seed}__{timestamp}/"""
     tensorboard: bool = True
     """log to TensorBoard (needs the tensorboard package)"""
     progress: bool = True
@@ -101,8 +104,8 @@ class TrainConfig:
             raise ConfigError(f"Expected env_kwargs to be a dict, got {self.env_kwargs!r}")
         if not self.net_arch or any(int(h) <= 0 for h in self.net_arch):
             raise ConfigError(f"Expected positive layer sizes in net_arch, got {self.net_arch!r}")
-        if self.n_eval_workloads > len(VALIDATION_SEEDS):
-            raise ConfigError(f"Expected n_eval_workloads <= {len(VALIDATION_SEEDS)}, got {self.n_eval_workloads}")
+        if self.n_eval_workloads > MAX_EVAL_WORKLOADS:
+            raise ConfigError(f"Expected n_eval_workloads <= {MAX_EVAL_WORKLOADS}, got {self.n_eval_workloads}")
 
     @property
     def run_name(self) -> str:
@@ -110,65 +113,64 @@ class TrainConfig:
         return f"{self.env_id.replace('/', '_')}__{self.algo}__{self.seed}__{stamp}"
 
 
-def validation_resets(env_id: str, env_kwargs: dict[str, Any], n: int) -> list[dict[str, Any]]:
-    """``reset`` options of the fixed validation workloads: synthetic workload seeds from
-    ``VALIDATION_SEEDS``; for a bundled trace, its validation windows; for a trace file, ``n`` windows at
-    evenly spaced starts. Never the test seeds or windows of ``schedgym compare``."""
+def env_config(env_id: str, env_kwargs: dict[str, Any]) -> Any:
+    """The :class:`~schedgym.envs.EnvConfig` of ``gym.make(env_id, **env_kwargs)``."""
     import gymnasium as gym
 
-    from schedgym.workloads.named import TRACE_WORKLOADS
+    import schedgym  # noqa: F401  (registers the ids)
+    from schedgym.envs import EnvConfig
 
-    kwargs = {**gym.spec(env_id).kwargs, **env_kwargs}
-    if kwargs.get("trace"):
-        env = gym.make(env_id, **env_kwargs)
-        length = len(env.unwrapped._trace.jobs)  # type: ignore[attr-defined]
-        env.close()
-        last = max(0, length - int(kwargs.get("n_jobs", 500)))
-        return [{"window_start": int(x)} for x in np.unique(np.linspace(0, last, n).astype(int))]
-    if kwargs.get("workload") in TRACE_WORKLOADS:
-        tw = TRACE_WORKLOADS[kwargs["workload"]]
-        count = min(n, len(tw.windows("validation")))
-        return [{"workload": tw.window("validation", i)} for i in range(count)]
-    return [{"workload_seed": s} for s in list(VALIDATION_SEEDS)[:n]]
+    return EnvConfig(**{**gym.spec(env_id).kwargs, **env_kwargs})
 
 
-def evaluate(saved_or_model: Any, env_id: str, env_kwargs: dict[str, Any], resets: Any, maskable: bool) -> dict:
-    """Deterministic episodes from the given ``reset`` options (see :func:`validation_resets`): mean return
-    and the slowdown figures per class (of the measured jobs, for trace windows with a warm-up)."""
-    import gymnasium as gym
+def validation_workloads(env_id: str, env_kwargs: dict[str, Any], n: int) -> list[Any]:
+    """The fixed validation workloads of the environment: its workload source's ``validation`` split (at
+    most as many as it has). Never the test workloads of ``schedgym compare``."""
+    from schedgym.sim.cluster import resolve_cluster
 
-    import schedgym  # noqa: F401
-    from agents.learned import LearnedAgent
-    from schedgym.envs.wrappers import IllegalActionAsWait
+    cfg = env_config(env_id, env_kwargs)
+    source = cfg.source
+    cluster = resolve_cluster(cfg.cluster_name)
+    available = source.n_evaluation("validation")
+    count = n if available is None else min(n, available)
+    return [source.evaluation("validation", i, cluster, count=count) for i in range(count)]
+
+
+def evaluate(
+    model_or_policy: Any, env_id: str, env_kwargs: dict[str, Any], workloads: list[Any], maskable: bool
+) -> dict:
+    """Deterministic runs on the given workloads, workload ``i`` with seed ``i``: the mean return the
+    environment would give, and the slowdown figures per class (of the measured jobs, for trace windows with
+    a warm-up). ``model_or_policy``: a live stable-baselines3 model or a :class:`LearnedPolicy`."""
+    from schedgym.experiments.runner import episode_return, measured, run_policy, run_rng
+    from schedgym.sim.cluster import resolve_cluster
     from schedgym.sim.job import JobClass
 
-    env = gym.make(env_id, **env_kwargs)
-    if not maskable:
-        env = IllegalActionAsWait(env)
-    agent = LearnedAgent(saved_or_model, env, maskable=maskable)
+    cfg = env_config(env_id, env_kwargs)
+    if isinstance(model_or_policy, LearnedPolicy):
+        policy = model_or_policy
+    else:
+        policy = LearnedPolicy(
+            SB3Network(model_or_policy, maskable),
+            name="training",
+            queue=cfg.sim.queue,
+            max_candidates=cfg.max_candidates,
+            estimate_noise=cfg.estimate_noise,
+            maskable=maskable,
+        )
+    cluster = resolve_cluster(cfg.cluster_name)
     returns, te95, be95, illegal = [], [], [], 0
-    for i, options in enumerate(resets):
-        # Seeded, so that the estimate noise in the observations is the same at every evaluation.
-        obs, info = env.reset(seed=i, options=options)
-        done, total = False, 0.0
-        while not done:
-            action, _ = agent.predict(obs, deterministic=True)
-            obs, reward, terminated, truncated, info = env.step(action)
-            total += float(reward)
-            done = terminated or truncated
-        illegal += int(info.get("illegal_actions", 0))
-        result = env.unwrapped.sim.result()  # type: ignore[attr-defined]
-        measured = getattr(options.get("workload"), "measured", None)
-        if measured is not None:
-            result = result.only(np.array(measured))
-        returns.append(total)
+    for i, wl in enumerate(workloads):
+        result = run_policy(policy, cluster, wl, cfg.sim, rng=run_rng(i))
+        illegal += policy.n_illegal
+        returns.append(episode_return(result, cfg))
+        result = measured(result, wl)
         te95.append(result.class_stats(JobClass.TE).slowdown_p95)
         be95.append(result.class_stats(JobClass.BE).slowdown_p95)
-    env.close()
     return {
         "mean_return": float(np.mean(returns)),
-        "te_slowdown_p95": float(np.mean(te95)),
-        "be_slowdown_p95": float(np.mean(be95)),
+        "te_slowdown_p95": float(np.nanmean(te95)) if not np.isnan(te95).all() else float("nan"),
+        "be_slowdown_p95": float(np.nanmean(be95)) if not np.isnan(be95).all() else float("nan"),
         "illegal_actions": illegal,
     }
 
@@ -228,14 +230,14 @@ def train(config: TrainConfig) -> Path:
     model = algo_class(config.algo)("MlpPolicy", venv, **kwargs)
 
     # --- periodic evaluation on fixed validation workloads, keeping the best
-    resets = validation_resets(config.env_id, config.env_kwargs, config.n_eval_workloads)
+    workloads = validation_workloads(config.env_id, config.env_kwargs, config.n_eval_workloads)
     best = {"mean_return": -np.inf}
     history: list[dict[str, Any]] = []
 
     class Evaluate(BaseCallback):
         def _on_step(self) -> bool:
             if config.eval_freq and self.num_timesteps // config.eval_freq > len(history):
-                stats = evaluate(self.model, config.env_id, config.env_kwargs, resets, maskable)
+                stats = evaluate(self.model, config.env_id, config.env_kwargs, workloads, maskable)
                 stats["timesteps"] = self.num_timesteps
                 history.append(stats)
                 for key in ("mean_return", "te_slowdown_p95", "be_slowdown_p95"):
@@ -258,7 +260,7 @@ def train(config: TrainConfig) -> Path:
 
     # --- save the final model with everything needed to load it again
     model.save(run_dir / "model.zip")  # saved before anything else can fail
-    final = evaluate(model, config.env_id, config.env_kwargs, resets, maskable)
+    final = evaluate(model, config.env_id, config.env_kwargs, workloads, maskable)
     summary = {
         "train_seconds": seconds,
         "steps_per_second": config.total_timesteps / seconds,
@@ -267,10 +269,14 @@ def train(config: TrainConfig) -> Path:
         "evaluations": history,
     }
     _write_meta(run_dir / "model.json", config, summary)
+    if not history or final["mean_return"] > best["mean_return"]:
+        # best_model.zip is always there: the final model when no evaluation during training did better.
+        best.update(final)
+        model.save(run_dir / "best_model.zip")
+        _write_meta(run_dir / "best_model.json", config, {"evaluation": final})
     print(f"trained {config.total_timesteps} steps in {seconds:.0f} s: {config.total_timesteps / seconds:,.0f} steps/s")
     print(f"final validation: {final}")
-    best_note = f" and best_model.zip (return {best['mean_return']:.1f})" if history else ""
-    print(f"saved {run_dir / 'model.zip'}{best_note}")
+    print(f"saved {run_dir / 'model.zip'} and best_model.zip (validation return {best['mean_return']:.1f})")
     return run_dir
 
 
@@ -287,15 +293,15 @@ def _write_meta(path: Path, config: TrainConfig, extra: dict[str, Any]) -> None:
         "env_id": config.env_id,
         "env_kwargs": config.env_kwargs,
         "train_config": {f.name: getattr(config, f.name) for f in fields(config)},
-        "validation_seeds": [VALIDATION_SEEDS.start, VALIDATION_SEEDS.start + config.n_eval_workloads],
+        "validation_workloads": config.n_eval_workloads,
         **extra,
     }
     path.write_text(json.dumps(meta, indent=2, default=list) + "\n")
 
 
-def load(path: str | Path) -> SavedAgent:
-    """A saved run's model (``model.zip`` or ``best_model.zip``) with its description."""
-    return SavedAgent.from_path(path)
+def load(path: str | Path) -> LearnedPolicy:
+    """A saved run's model (``model.zip`` or ``best_model.zip``) as a policy."""
+    return load_agent(path)
 
 
-__all__ = ["VALIDATION_SEEDS", "TrainConfig", "evaluate", "field_docs", "load", "train"]
+__all__ = ["TrainConfig", "evaluate", "field_docs", "load", "train", "validation_workloads"]

@@ -10,68 +10,21 @@ Preemptive baselines share one template (:class:`NodeByNodePolicy`): each node i
 room cost nothing and are always preferred (a single-node job is only offered when no node has room).
 Subclasses implement only ``_evaluate_node``.
 
-Resource vectors here are plain ``(gpus, cpus, mem_gb)`` tuples: with three components, scalar Python
-is several times faster than numpy, and policies are on the simulator's hot path.
+Resource vectors here are plain ``(gpus, cpus, mem_gb)`` tuples (see :mod:`schedgym.sim.resources`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import ClassVar
-
-import numpy as np
-
 from schedgym.sim.job import Job
-from schedgym.sim.policy import DECLINE, PreemptionPlan, PreemptionRequest, QueueDiscipline
+from schedgym.sim.policy import DECLINE, Policy, PreemptionPlan, PreemptionRequest
+from schedgym.sim.resources import EPS, Vec, covers, fits_on, total_demand
 
-EPS = 1e-9
-Vec = tuple[float, float, float]
-
-
-class Policy:
-    """Base class of every baseline.
-
-    Class attributes:
-        name: registry name.
-        queue: the queue discipline the policy schedules with.
-        preempts: False for policies that never preempt (the simulator then never asks them).
-    """
-
-    name: ClassVar[str] = "policy"
-    queue: ClassVar[QueueDiscipline] = QueueDiscipline.PRIORITY
-    preempts: ClassVar[bool] = False
-
-    def reset(self, rng: np.random.Generator | None = None) -> None:
-        """Start a new run; randomised policies draw only from ``rng``."""
-        self.rng = rng if rng is not None else np.random.default_rng()
-
-    def decide(self, request: PreemptionRequest) -> PreemptionPlan:
-        """Answer one preemption request."""
-        if not self.preempts:
-            return DECLINE
-        return self._decide(request)
-
-    def _decide(self, request: PreemptionRequest) -> PreemptionPlan:
-        return DECLINE
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}()"
+__all__ = ["NodeByNodePolicy", "Policy", "freed", "prune"]
 
 
-def covers(have: Sequence[float], need: Sequence[float]) -> bool:
-    """True if ``have`` is at least ``need`` in every resource."""
-    return have[0] >= need[0] - EPS and have[1] >= need[1] - EPS and have[2] >= need[2] - EPS
-
-
-def total_demand(victims: Sequence[Job]) -> Vec:
+def freed(victims: list[Job]) -> Vec:
     """Per-node resources the victims free on a node they share."""
-    g = c = m = 0.0
-    for v in victims:
-        d = v.demand
-        g += d[0]
-        c += d[1]
-        m += d[2]
-    return (g, c, m)
+    return total_demand(v.demand for v in victims)
 
 
 def prune(victims: list[Job], deficit: Vec) -> list[Job]:
@@ -79,7 +32,7 @@ def prune(victims: list[Job], deficit: Vec) -> list[Job]:
     kept = list(victims)
     for v in reversed(victims):
         rest = [u for u in kept if u is not v]
-        if covers(total_demand(rest), deficit):
+        if covers(freed(rest), deficit):
             kept = rest
     return kept
 
@@ -99,12 +52,12 @@ class NodeByNodePolicy(Policy):
             deficit = (max(need[0] - a[0], 0.0), max(need[1] - a[1], 0.0), max(need[2] - a[2], 0.0))
             if deficit[0] <= EPS and deficit[1] <= EPS and deficit[2] <= EPS:
                 continue  # room without preemption: only a gang gets here, handled below
-            if covers(total_demand(cands), deficit):
+            if covers(freed(cands), deficit):
                 feasible.append((n, deficit, cands))
         options: list[tuple[tuple, int, list[Job]]] = []
         if k > 1:
             # A gang may use nodes that already have room (at no cost) for some of its members.
-            for n in np.flatnonzero((request.avail >= request.job.member - EPS).all(axis=1)).tolist():
+            for n in fits_on(request.avail, request.job.member).nonzero()[0].tolist():
                 options.append(((float("-inf"),), n, []))
         if len(options) + len(feasible) < k:
             # Decline before scoring anything, so that a randomised rule draws nothing for a request that

@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import math
 
-from baselines.base import EPS, NodeByNodePolicy, Vec, covers, prune, total_demand
+from baselines.base import NodeByNodePolicy, freed, prune
 from schedgym.errors import ConfigError
 from schedgym.sim.job import Job
 from schedgym.sim.policy import PreemptionRequest, QueueDiscipline
+from schedgym.sim.resources import EPS, Vec, covers
 
 
 class FitGpp(NodeByNodePolicy):
@@ -77,7 +78,7 @@ class FitGpp(NodeByNodePolicy):
             victims = []
             for c in sorted(candidates, key=lambda j: (j.spec.grace_period, j.idx)):
                 victims.append(c)
-                if covers(total_demand(victims), deficit):
+                if covers(freed(victims), deficit):
                     break
         if len(victims) > 1:
             victims = prune(victims, deficit)

@@ -8,9 +8,10 @@ victims, then the node whose earliest-started victim started latest, then node o
 
 from __future__ import annotations
 
-from baselines.base import NodeByNodePolicy, Vec, covers, total_demand
+from baselines.base import NodeByNodePolicy, freed
 from schedgym.sim.job import Job
 from schedgym.sim.policy import PreemptionRequest, QueueDiscipline
+from schedgym.sim.resources import Vec, covers
 
 
 class K8s(NodeByNodePolicy):
@@ -25,7 +26,7 @@ class K8s(NodeByNodePolicy):
         victims = list(candidates)
         for c in sorted(candidates, key=lambda j: (j.run_start, j.idx)):
             rest = [v for v in victims if v is not c]
-            if covers(total_demand(rest), deficit):
+            if covers(freed(rest), deficit):
                 victims = rest
         earliest = min(v.run_start for v in victims)
         return (len(victims), -earliest), victims

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from baselines.base import NodeByNodePolicy, Vec, covers, total_demand
+from baselines.base import NodeByNodePolicy, freed
 from schedgym.sim.job import Job
 from schedgym.sim.policy import PreemptionRequest, QueueDiscipline
+from schedgym.sim.resources import Vec, covers
 
 
 class RandomPreemption(NodeByNodePolicy):
@@ -24,6 +25,6 @@ class RandomPreemption(NodeByNodePolicy):
         victims: list[Job] = []
         for i in self.rng.permutation(len(candidates)).tolist():
             victims.append(candidates[i])
-            if covers(total_demand(victims), deficit):
+            if covers(freed(victims), deficit):
                 break
         return (float(self.rng.random()),), victims

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from schedgym.errors import ConfigError, SchedGymError
-from schedgym.registry import policy_entry, policy_names
+from schedgym.registry import policy_names
 from schedgym.sim.simulator import SimConfig
 
 
@@ -69,10 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument(
         "--policies",
         default="fifo,priority,k8s,fitgpp,ppo",
-        help="comma-separated policy names, NAME:PATH for a saved agent (default: fifo,priority,k8s,fitgpp,ppo, "
-        f"ppo being the bundled agent); known: {','.join(policy_names())}",
+        help=f"comma-separated policies: {', '.join(policy_names())} (ppo is the bundled learned agent), or "
+        "NAME:PATH for an agent saved by 'schedgym train', shown as NAME (default: fifo,priority,k8s,fitgpp,ppo)",
     )
-    cmp.add_argument("--seeds", type=_positive_int, default=5, help="number of workloads/seeds (default: 5)")
+    cmp.add_argument("--seeds", type=_positive_int, default=20, help="number of workloads/seeds (default: 20)")
     cmp.add_argument("--first-seed", type=_nonneg_int, default=0, help="first seed (default: 0)")
     cmp.add_argument("--jobs", type=_positive_int, default=None, help="jobs per synthetic workload")
     cmp.add_argument("--max-preemptions", type=_nonneg_int, default=1, help="cap P on preemptions per job (default: 1)")
@@ -243,6 +243,8 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _check_output(flag: str, path: str) -> None:
+    if not path.strip():
+        raise ConfigError(f"{flag} needs a file name, got {path!r}")
     p = Path(path)
     if p.is_dir():
         raise ConfigError(f"{flag} {path!r} is a directory; expected a file name")
@@ -251,18 +253,10 @@ def _check_output(flag: str, path: str) -> None:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from schedgym.experiments.compare import (
-        CompareConfig,
-        format_table,
-        run_comparison,
-        write_csv,
-        write_json,
-        write_plot,
-    )
+    from schedgym.experiments.compare import CompareConfig, run_comparison
+    from schedgym.experiments.report import format_table, write_csv, write_json, write_logs, write_plot
 
     policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
-    for p in policies:
-        policy_entry(p)
     config = CompareConfig(
         policies=policies,
         workload=None if args.trace else args.workload,
@@ -280,8 +274,10 @@ def _compare(args: argparse.Namespace) -> int:
     )
     # Output paths are checked before minutes of simulation, not after.
     for flag, path in (("--json", args.json), ("--csv", args.csv), ("--plot", args.plot)):
-        if path:
+        if path is not None:
             _check_output(flag, path)
+    if args.log_dir is not None and not args.log_dir.strip():
+        raise ConfigError(f"--log-dir needs a directory name, got {args.log_dir!r}")
     if args.plot:
         if Path(args.plot).suffix.lower() not in (".png", ".pdf", ".svg"):
             raise ConfigError(f"--plot {args.plot!r}: expected a .png, .pdf or .svg file name")
@@ -289,7 +285,13 @@ def _compare(args: argparse.Namespace) -> int:
             import matplotlib  # noqa: F401
         except ImportError:
             raise ConfigError("--plot needs matplotlib: pip install 'schedgym[plot]'") from None
-    result = run_comparison(config, progress=False if args.no_progress else None, log_dir=args.log_dir)
+    log_dir = args.log_dir
+
+    def on_run(label: str, seed: int, result) -> None:  # noqa: ANN001
+        if log_dir is not None:
+            write_logs(Path(log_dir) / _safe(label) / f"seed{seed}", result)
+
+    result = run_comparison(config, progress=False if args.no_progress else None, on_run=on_run)
     print(format_table(result))
     for path, write in ((args.json, write_json), (args.csv, write_csv), (args.plot, write_plot)):
         if path:
@@ -298,6 +300,11 @@ def _compare(args: argparse.Namespace) -> int:
     if args.log_dir:
         print(f"wrote logs under {args.log_dir}")
     return 0
+
+
+def _safe(label: str) -> str:
+    """A policy label as a folder name."""
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in label)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,9 +1,11 @@
-"""Name -> policy registry, so that the CLI, the comparison harness and (later) the environment resolve
-``fifo``, ``fitgpp`` or ``ppo:path/to/model.zip`` alike.
+"""Name -> policy registry, so that the CLI, the comparison harness and training resolve ``fifo``,
+``fitgpp``, ``ppo`` or ``mine:path/to/model.zip`` alike. Every name gives a
+:class:`~schedgym.sim.policy.Policy`, rule or learned agent.
 
-A spec string is ``NAME`` or ``NAME:ARG``; ``ARG`` is handed to the factory as its ``arg`` keyword (used by
-learned agents for a model path). Entry points are strings (``"module:attr"``), imported on first use,
-as in ``gymnasium.register``.
+A spec string is ``NAME`` (a registered policy) or ``NAME:PATH``: the agent saved at ``PATH`` by
+``schedgym train``, shown as ``NAME`` (any name that is not a registered rule; its algorithm is read from
+the ``.json`` beside the model). Entry points are strings (``"module:attr"``), imported on first use, as in
+``gymnasium.register``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schedgym.errors import UnknownNameError
+from schedgym.sim.policy import Policy
 
 
 @dataclass(frozen=True)
@@ -24,7 +27,7 @@ class PolicyEntry:
     entry_point: str | Callable[..., Any]
     kwargs: dict[str, Any] = field(default_factory=dict)
     description: str = ""
-    takes_arg: bool = False  # True if NAME:ARG is meaningful
+    learned: bool = False  # a learned agent (its name may also label a saved one: NAME:PATH)
 
 
 _REGISTRY: dict[str, PolicyEntry] = {}
@@ -36,24 +39,42 @@ def register_policy(
     *,
     kwargs: dict[str, Any] | None = None,
     description: str = "",
-    takes_arg: bool = False,
+    learned: bool = False,
 ) -> None:
     """Register a policy factory under ``name`` (re-registering the same name replaces it)."""
     if not name or ":" in name:
         raise ValueError(f"Policy names must be non-empty and contain no ':', got {name!r}")
-    _REGISTRY[name] = PolicyEntry(name, entry_point, dict(kwargs or {}), description, takes_arg)
+    _REGISTRY[name] = PolicyEntry(name, entry_point, dict(kwargs or {}), description, learned)
 
 
 def policy_names() -> list[str]:
+    """Registered names (each works alone); ``NAME:PATH`` works besides, for any name that is not a rule."""
     return sorted(_REGISTRY)
 
 
 def policy_entry(name: str) -> PolicyEntry:
+    """The registered entry of ``name`` (``NAME`` of ``NAME:PATH`` too)."""
     base = name.split(":", 1)[0]
     try:
         return _REGISTRY[base]
     except KeyError:
-        raise UnknownNameError(f"Unknown policy {base!r}; registered policies are {policy_names()}") from None
+        raise UnknownNameError(
+            f"Unknown policy {base!r}; registered policies are {policy_names()}, or NAME:PATH for a saved agent"
+        ) from None
+
+
+def check_spec(spec: str) -> str:
+    """Check ``spec`` without building anything (fails fast, before minutes of simulation); return its label."""
+    base, sep, path = spec.partition(":")
+    if not sep:
+        policy_entry(base)
+        return base
+    if not base or not path:
+        raise UnknownNameError(f"Expected NAME:PATH with a name and a model path, got {spec!r}")
+    entry = _REGISTRY.get(base)
+    if entry is not None and not entry.learned:
+        raise UnknownNameError(f"{base!r} is a rule; a saved agent needs another name, e.g. mine:{path}")
+    return base
 
 
 def _load(entry_point: str | Callable[..., Any]) -> Callable[..., Any]:
@@ -63,16 +84,15 @@ def _load(entry_point: str | Callable[..., Any]) -> Callable[..., Any]:
     return getattr(importlib.import_module(module), attr)
 
 
-def make_policy(spec: str, **overrides: Any) -> Any:
-    """Build the policy named by ``spec`` (``NAME`` or ``NAME:ARG``) with its registered kwargs."""
-    entry = policy_entry(spec)
-    base, sep, arg = spec.partition(":")
-    kwargs = {**entry.kwargs, **overrides}
+def make_policy(spec: str, **overrides: Any) -> Policy:
+    """Build the policy named by ``spec``: ``NAME`` with its registered kwargs, or ``NAME:PATH`` (a saved agent)."""
+    label = check_spec(spec)
+    _, sep, path = spec.partition(":")
     if sep:
-        if not entry.takes_arg:
-            raise UnknownNameError(f"Policy {base!r} takes no ':argument', got {spec!r}")
-        kwargs["arg"] = arg
-    return _load(entry.entry_point)(**kwargs)
+        load_agent = _load("agents.learned:load_agent")
+        return load_agent(path, name=label)
+    entry = _REGISTRY[label]
+    return _load(entry.entry_point)(**{**entry.kwargs, **overrides})
 
 
 register_policy("fifo", "baselines.fifo:Fifo", description="FIFO queue, never preempts (the paper's reference)")
@@ -89,13 +109,10 @@ register_policy(
 )
 register_policy("k8s", "baselines.k8s:K8s", description="Kubernetes default: fewest victims, newest first")
 register_policy("random", "baselines.random_policy:RandomPreemption", description="random feasible node and victims")
-# Learned agents: ``ppo`` alone is the bundled agent; ``NAME:PATH`` loads a model saved by ``schedgym train``
-# (its algorithm is read from the .json beside it, so the three names are interchangeable with a path).
-for _name in ("ppo", "maskable_ppo", "dqn"):
-    register_policy(
-        _name,
-        "agents.learned:saved_agent",
-        kwargs={"name": _name},
-        description="learned agent (stable-baselines3); NAME:PATH for a saved model",
-        takes_arg=True,
-    )
+register_policy(
+    "ppo",
+    "agents.learned:bundled_agent",
+    kwargs={"name": "ppo"},
+    description="the bundled learned agent (MaskablePPO, evaluated in numpy)",
+    learned=True,
+)

@@ -38,7 +38,7 @@ def play(agent: HeuristicAgent, env: PreemptionEnv, obs: np.ndarray) -> int:
 
 
 def through_env(name: str, seed: int, n_jobs: int = N_JOBS) -> tuple[RunResult, int]:
-    env = PreemptionEnv(n_jobs=n_jobs, max_candidates=400, queue=make_policy(name).queue.value)
+    env = PreemptionEnv(n_jobs=n_jobs, max_candidates=400, sim={"queue": make_policy(name).queue.value})
     obs, _ = env.reset(options={"workload_seed": seed})
     agent = HeuristicAgent(name, env, rng=np.random.default_rng(np.random.SeedSequence([seed, 1])))
     steps = play(agent, env, obs)
@@ -74,7 +74,7 @@ def test_agent_through_env_matches_run_policy(name, seed):
 def test_agent_matches_run_policy_under_fifo_queue_for_a_preemptive_rule():
     # run_policy's queue override and the env's queue option must agree for a rule run out of its queue
     seed, n = 2, 1000
-    env = PreemptionEnv(n_jobs=n, max_candidates=400, queue="fifo")
+    env = PreemptionEnv(n_jobs=n, max_candidates=400, sim={"queue": "fifo"})
     obs, _ = env.reset(options={"workload_seed": seed})
     agent = HeuristicAgent("fitgpp", env, rng=np.random.default_rng(np.random.SeedSequence([seed, 1])))
     play(agent, env, obs)

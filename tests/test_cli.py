@@ -447,7 +447,7 @@ def test_first_seed_selects_the_same_workload(compare_run, tmp_path):
 
 def test_comparison_ratios_and_table(tmp_path):
     from schedgym.experiments import CompareConfig, run_comparison
-    from schedgym.experiments.compare import format_table
+    from schedgym.experiments.report import format_table
 
     cl = tmp_path / "one.csv"
     cl.write_text("name,gpus,cpus,mem_gb\nonly,8,64,512\n")

@@ -156,7 +156,7 @@ def test_fitgpp_rejects(kwargs, expected, actual):
         ({"policies": ("fifo", "fifo")}, "distinct", "['fifo', 'fifo']"),
         ({"seeds": 0}, "seeds > 0", "0"),
         ({"first_seed": -1}, "first_seed >= 0", "-1"),
-        ({"n_jobs": 0}, "jobs > 0", "0"),
+        ({"n_jobs": 0}, "n_jobs", "0"),
         ({"workload": None, "trace": None}, "a workload name or a trace path", ""),
     ],
 )

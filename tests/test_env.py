@@ -24,10 +24,10 @@ from stable_baselines3.common import env_checker as sb3_env_checker
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
 import schedgym
+from schedgym.decision.features import CANDIDATE_FEATURES as CANDIDATE_FEATURE_LIST
+from schedgym.decision.features import CLUSTER_FEATURES as CLUSTER_FEATURE_LIST
+from schedgym.decision.features import JOB_FEATURES, names
 from schedgym.envs import (
-    CANDIDATE_FEATURES,
-    CLUSTER_FEATURES,
-    TE_FEATURES,
     DictMaskObservation,
     EnvConfig,
     IllegalActionAsWait,
@@ -35,11 +35,14 @@ from schedgym.envs import (
 )
 from schedgym.errors import ConfigError, IllegalDecisionError, SchedGymError
 from schedgym.experiments.compare import CompareConfig, load_workloads
-from schedgym.sim import JobClass, JobSpec, JobState, cluster_preset
+from schedgym.sim import JobClass, JobSpec, JobState, SimConfig, cluster_preset
 from schedgym.workloads import Workload, generate, preset, save_trace
 
 ENV_IDS = sorted(schedgym.ENV_IDS)
 MAIN_ID = "schedgym/Preemption-v0"
+TE_FEATURES = names(JOB_FEATURES)
+CLUSTER_FEATURES = names(CLUSTER_FEATURE_LIST)
+CANDIDATE_FEATURES = names(CANDIDATE_FEATURE_LIST)
 N_HEAD = len(TE_FEATURES) + len(CLUSTER_FEATURES)  # 20
 N_ROW = len(CANDIDATE_FEATURES)  # 13
 CONTINUING = TE_FEATURES.index("continuing")  # 7
@@ -591,7 +594,7 @@ def test_workload_seed_gives_the_compare_workload(seed):
     n = 300
     env = PreemptionEnv(n_jobs=n)
     env.reset(options={"workload_seed": seed})
-    _, workloads = load_workloads(CompareConfig(seeds=1, first_seed=seed, n_jobs=n), cluster_preset("paper"))
+    workloads = load_workloads(CompareConfig(seeds=1, first_seed=seed, n_jobs=n), cluster_preset("paper"))
     direct = generate(
         preset("paper", n_jobs=n), cluster_preset("paper"), np.random.default_rng(np.random.SeedSequence([seed, 0]))
     )
@@ -711,13 +714,14 @@ def test_bad_window_start_raises(tmp_path, bad):
     ],
 )
 def test_bad_config_values_raise_config_error_with_expected_and_actual(field, value, shown):
+    kwargs = {"sim": {field: value}} if field in SimConfig.__dataclass_fields__ else {field: value}
     with pytest.raises(ConfigError) as exc:
-        EnvConfig(**{field: value})
+        EnvConfig(**kwargs)
     msg = str(exc.value)
     assert "Expected" in msg and field in msg, msg
     assert f"got {shown}" in msg, msg
     with pytest.raises(ConfigError):  # the same through the environment's keyword overrides
-        PreemptionEnv(**{field: value})
+        PreemptionEnv(**kwargs)
 
 
 def test_unknown_env_argument_raises():

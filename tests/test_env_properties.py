@@ -57,12 +57,14 @@ def setups(draw):
         cluster=draw(st.sampled_from(["small", "two", "mixed"])),
         n_jobs=draw(st.integers(30, 120)),
         max_candidates=draw(st.integers(1, 8)),
-        # 0 (nothing is ever preemptible, so no decision) is valid but kept rare; hypothesis favours endpoints
-        max_preemptions=draw(st.integers(0, 11).map(lambda i: (1, 2, 3, 1, 2, 3, 0, 1, 2, 3, 1, 2)[i])),
-        restart_overhead=draw(st.sampled_from([0.0, 0.0, 5.0, 60.0])),
-        queue=draw(st.sampled_from(["fifo", "priority"])),
-        backfill=draw(st.booleans()),
-        placement=draw(st.sampled_from(["best-fit", "first-fit"])),
+        sim=dict(
+            # 0 (nothing is ever preemptible, so no decision) is valid but kept rare; hypothesis favours endpoints
+            max_preemptions=draw(st.integers(0, 11).map(lambda i: (1, 2, 3, 1, 2, 3, 0, 1, 2, 3, 1, 2)[i])),
+            restart_overhead=draw(st.sampled_from([0.0, 0.0, 5.0, 60.0])),
+            queue=draw(st.sampled_from(["fifo", "priority"])),
+            backfill=draw(st.booleans()),
+            placement=draw(st.sampled_from(["best-fit", "first-fit"])),
+        ),
         estimate_noise=draw(st.sampled_from([0.0, 0.3, 1.5])),
         reward=draw(st.sampled_from(["slowdown", "bounded_slowdown"])),
         te_weight=draw(st.sampled_from([1.0, 2.0, 0.0])),
@@ -136,7 +138,7 @@ def check_result(env: PreemptionEnv) -> None:
         # per node, run segments add up to the work plus restart overheads
         per_run = sum(s.end - s.start for s in segs[i]) / k
         assert per_run == pytest.approx(spec.duration + r.overhead_time[i], abs=TOL)
-        assert r.preemptions[i] <= env.config.max_preemptions
+        assert r.preemptions[i] <= env.config.sim.max_preemptions
         if spec.job_class == JobClass.TE:
             assert r.preemptions[i] == 0
 
@@ -207,7 +209,7 @@ def test_candidate_rows_are_legal_preemptions(cluster_files, setup):
         chosen = {v.idx for v in env.chosen_victims}
         for job, node in rows:
             assert job.job_class == JobClass.BE
-            assert job.preemptions < env.config.max_preemptions
+            assert job.preemptions < env.config.sim.max_preemptions
             assert node in job.nodes
             assert job.idx not in chosen
             assert job in req.candidates[node]

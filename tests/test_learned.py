@@ -4,7 +4,6 @@ statistics the comparison reports."""
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import numpy as np
@@ -13,11 +12,15 @@ from helpers import run_cli
 
 pytest.importorskip("sb3_contrib")
 
-from agents.learned import SavedAgent  # noqa: E402
-from agents.train import VALIDATION_SEEDS, TrainConfig, field_docs, train  # noqa: E402
+from agents.learned import LearnedPolicy, SB3Network, algo_class, load_agent  # noqa: E402
+from agents.train import TrainConfig, field_docs, train  # noqa: E402
 from schedgym.errors import ConfigError, SchedGymError  # noqa: E402
-from schedgym.experiments.compare import CompareConfig, ci95, run_comparison, t975  # noqa: E402
+from schedgym.experiments.compare import CompareConfig, run_comparison  # noqa: E402
+from schedgym.experiments.runner import run_policy  # noqa: E402
+from schedgym.experiments.stats import ci95  # noqa: E402
 from schedgym.registry import make_policy  # noqa: E402
+from schedgym.sim import Policy, cluster_preset  # noqa: E402
+from schedgym.workloads import generate, preset  # noqa: E402
 
 TINY = dict(
     total_timesteps=128,
@@ -47,27 +50,51 @@ def test_training_writes_final_and_best_models_with_their_description(trained):
         assert meta["algo"] == "maskable_ppo"
         assert meta["env_id"] == "schedgym/Preemption-v0"
         assert meta["env_kwargs"] == {"n_jobs": 150}
-        assert meta["validation_seeds"] == [VALIDATION_SEEDS.start, VALIDATION_SEEDS.start + 1]
+        assert meta["validation_workloads"] == 1
     summary = json.loads((trained / "model.json").read_text())
     assert summary["steps_per_second"] > 0
     assert summary["evaluations"], "eval_freq=64 over 128 steps must evaluate at least once"
-    # Run names follow {env_id}__{algo}__{seed}__{timestamp}.
+    # Run names follow {env_id with / as _}__{algo}__{seed}__{timestamp}.
     env_part, algo, seed, stamp = trained.name.split("__")
     assert (env_part, algo, seed) == ("schedgym_Preemption-v0", "maskable_ppo", "0") and stamp
 
 
-def test_saved_agent_loads_by_path_with_no_other_argument(trained):
-    saved = make_policy(f"ppo:{trained / 'model.zip'}")
-    assert isinstance(saved, SavedAgent)
-    assert saved.kind == "agent" and saved.algo == "maskable_ppo" and saved.maskable
-    assert make_policy(f"maskable_ppo:{trained / 'model'}").path == saved.path  # .zip may be left out
+def test_saved_agent_loads_by_path_under_any_name(trained):
+    agent = make_policy(f"mine:{trained / 'model.zip'}")
+    assert isinstance(agent, LearnedPolicy) and isinstance(agent, Policy)
+    assert agent.name == "mine" and agent.maskable and agent.queue.value == "priority"
+    assert make_policy(f"ppo:{trained / 'model'}").name == "ppo"  # .zip may be left out
+
+
+def test_a_rule_name_cannot_label_a_saved_agent(trained):
+    with pytest.raises(SchedGymError, match="'fitgpp' is a rule"):
+        make_policy(f"fitgpp:{trained / 'model.zip'}")
+
+
+def test_two_policies_with_one_label_are_refused(trained):
+    with pytest.raises(ConfigError, match="labelled 'ppo'"):
+        CompareConfig(policies=("ppo", f"ppo:{trained / 'model.zip'}"))
+
+
+def test_numpy_evaluation_decides_as_the_sb3_model_in_the_simulator(trained):
+    """The saved agent (numpy forward pass) and the live SB3 model make the same decisions, run after run."""
+    numpy_agent = load_agent(trained / "model.zip")
+    model = algo_class("maskable_ppo").load(trained / "model.zip", device="cpu")
+    sb3_agent = LearnedPolicy(SB3Network(model, maskable=True), max_candidates=16, estimate_noise=0.3)
+    cluster = cluster_preset("paper")
+    for seed in range(2):
+        wl = generate(preset("paper", n_jobs=400), cluster, np.random.default_rng(seed))
+        a = run_policy(numpy_agent, cluster, wl, rng=np.random.default_rng(seed))
+        b = run_policy(sb3_agent, cluster, wl, rng=np.random.default_rng(seed))
+        np.testing.assert_array_equal(a.completion, b.completion)
+        np.testing.assert_array_equal(a.preemptions, b.preemptions)
 
 
 def test_saved_agent_evaluates_deterministically(trained):
     config = CompareConfig(policies=(f"ppo:{trained / 'model.zip'}",), seeds=2, n_jobs=300)
     a = run_comparison(config, progress=False)
     b = run_comparison(config, progress=False)
-    for ra, rb in zip(a.runs[config.policies[0]], b.runs[config.policies[0]], strict=True):
+    for ra, rb in zip(a.runs["ppo"], b.runs["ppo"], strict=True):
         np.testing.assert_array_equal(ra.completion, rb.completion)
         np.testing.assert_array_equal(ra.preemptions, rb.preemptions)
 
@@ -78,7 +105,7 @@ def test_comparison_gives_every_policy_the_identical_workloads(trained):
     result = run_comparison(config, progress=False)
     for seed in range(2):
         ref = result.runs["fifo"][seed]
-        for name in config.policies:
+        for name in config.labels:
             r = result.runs[name][seed]
             assert r.job_ids == ref.job_ids
             np.testing.assert_array_equal(r.submit, ref.submit)
@@ -103,12 +130,12 @@ def test_a_model_path_that_is_not_a_zip_is_named_as_given(tmp_path):
 
 
 def test_training_on_a_bundled_trace_validates_on_its_validation_windows(tmp_path):
-    from agents.train import validation_resets
+    from agents.train import validation_workloads
     from schedgym.workloads.named import trace_workload
 
-    resets = validation_resets("schedgym/Preemption-v0", {"workload": "philly", "n_jobs": 50}, 2)
+    workloads = validation_workloads("schedgym/Preemption-v0", {"workload": "philly", "n_jobs": 50}, 2)
     val = trace_workload("philly").window("validation", 0)
-    assert [j.job_id for j in resets[0]["workload"].jobs] == [j.job_id for j in val.jobs]
+    assert [j.job_id for j in workloads[0].jobs] == [j.job_id for j in val.jobs]
     run_dir = train(TrainConfig(run_dir=str(tmp_path), **{**TINY, "env_kwargs": {"workload": "philly", "n_jobs": 50}}))
     assert (run_dir / "model.zip").is_file()
 
@@ -137,12 +164,10 @@ def test_cli_reports_a_missing_model_without_traceback(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("algo", ["ppo", "dqn"])
-def test_unmasked_algorithms_train_through_the_illegal_action_wrapper(tmp_path, algo):
+def test_unmasked_algorithms_train_and_compare(tmp_path, algo):
     run_dir = train(TrainConfig(algo=algo, run_dir=str(tmp_path), **TINY))
-    saved = SavedAgent.from_path(run_dir / "model.zip")
-    assert not saved.maskable
-    env = saved.make_env()
-    assert type(env).__name__ == "IllegalActionAsWait"
+    agent = load_agent(run_dir / "model.zip")
+    assert not agent.maskable  # its illegal actions become 0, counted
     result = run_comparison(CompareConfig(policies=(f"{algo}:{run_dir / 'model.zip'}",), seeds=1, n_jobs=200))
     assert all(r.completion.size == 200 for r in next(iter(result.runs.values())))
 
@@ -172,7 +197,9 @@ def test_train_cli_end_to_end(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "steps/s" in proc.stdout
     (run,) = tmp_path.iterdir()
-    assert (run / "model.zip").is_file() and not (run / "best_model.zip").exists()
+    # Without evaluations during training, best_model.zip is the final model, evaluated at the end.
+    assert (run / "model.zip").is_file() and (run / "best_model.zip").is_file()
+    assert (run / "model.zip").read_bytes() == (run / "best_model.zip").read_bytes()
 
 
 # ------------------------------------------------------------------------------------------ configuration
@@ -205,20 +232,6 @@ def test_every_train_config_field_has_a_docstring():
 
 
 # ------------------------------------------------------------------------------------------ statistics
-
-
-def test_ci95_by_hand():
-    # [1, 2, 3]: mean 2, sample sd 1, n 3, t(0.975, 2) = 4.303 -> half-width 4.303 / sqrt(3) = 2.4843.
-    assert ci95([1.0, 2.0, 3.0]) == pytest.approx(4.303 / math.sqrt(3))
-    assert math.isnan(ci95([5.0]))
-    assert ci95([2.0, 2.0, 2.0]) == 0.0
-
-
-def test_t_quantiles():
-    assert t975(1) == 12.706 and t975(4) == 2.776
-    assert t975(22) == 2.086  # between table entries: the lower degree of freedom, conservative
-    assert t975(1000) == 1.96
-    assert math.isnan(t975(0))
 
 
 def test_paired_differences_are_seed_by_seed():
@@ -254,10 +267,21 @@ def test_csv_and_plot_outputs(tmp_path):
 
 
 def test_bundled_agent_loads_by_name_and_is_small():
-    saved = make_policy("ppo")
-    assert isinstance(saved, SavedAgent) and saved.algo == "maskable_ppo"
-    assert Path(saved.path).stat().st_size < 5 * 2**20
-    assert "train_command" in saved.meta and "schedgym train" in saved.meta["train_command"]
+    from agents.learned import BUNDLED
+
+    agent = make_policy("ppo")
+    assert isinstance(agent, LearnedPolicy) and agent.maskable and agent.name == "ppo"
+    assert BUNDLED["ppo"].stat().st_size < 5 * 2**20
+    meta = json.loads(BUNDLED["ppo"].with_suffix(".json").read_text())
+    assert "schedgym train" in meta["train_command"]
+
+
+def test_the_bundled_agent_runs_in_the_simulator_like_a_rule():
+    # run_policy(make_policy("ppo"), ...) once failed with AttributeError: every name gives a Policy now.
+    cluster = cluster_preset("paper")
+    wl = generate(preset("paper", n_jobs=500), cluster, np.random.default_rng(3))
+    result = run_policy(make_policy("ppo"), cluster, wl)
+    assert result.completion.size == 500
 
 
 def test_bundled_agent_is_in_the_default_comparison_and_acts():
@@ -270,11 +294,38 @@ def test_bundled_agent_is_in_the_default_comparison_and_acts():
 
 
 def test_validation_is_deterministic(trained):
-    from agents.learned import SavedAgent
-    from agents.train import evaluate, validation_resets
+    from agents.train import evaluate, validation_workloads
 
-    saved = SavedAgent.from_path(trained / "model.zip")
-    resets = validation_resets(saved.env_id, saved.env_kwargs, 2)
-    a = evaluate(saved.load_model(), saved.env_id, saved.env_kwargs, resets, saved.maskable)
-    b = evaluate(saved.load_model(), saved.env_id, saved.env_kwargs, resets, saved.maskable)
+    agent = load_agent(trained / "model.zip")
+    workloads = validation_workloads("schedgym/Preemption-v0", {"n_jobs": 150}, 2)
+    a = evaluate(agent, "schedgym/Preemption-v0", {"n_jobs": 150}, workloads, True)
+    b = evaluate(agent, "schedgym/Preemption-v0", {"n_jobs": 150}, workloads, True)
     assert a == b
+
+
+def test_an_agent_decides_alike_in_the_simulator_and_in_the_environment(trained):
+    """One network, two drivers: stepping the environment with its actions, and the LearnedPolicy inside
+    Simulator.run, give the same runs, and the environment's summed rewards equal episode_return."""
+    import gymnasium as gym
+
+    from agents.train import env_config
+    from schedgym.experiments.runner import episode_return
+
+    kwargs = {"n_jobs": 200, "te_weight": 3.0, "preemption_cost": 0.5}
+    agent = load_agent(trained / "model.zip")
+    cluster = cluster_preset("paper")
+    for seed in range(3):
+        wl = generate(preset("paper", n_jobs=200, load=1.3), cluster, np.random.default_rng(seed))
+        env = gym.make("schedgym/Preemption-v0", **kwargs)
+        obs, _ = env.reset(seed=seed, options={"workload": wl})  # estimate noise from default_rng(seed)
+        total, done = 0.0, False
+        while not done:
+            action = agent.network.act(obs, env.unwrapped.action_masks())
+            obs, reward, terminated, truncated, _ = env.step(action)
+            total += reward
+            done = terminated or truncated
+        through_env = env.unwrapped.sim.result()
+        in_sim = run_policy(agent, cluster, wl, rng=np.random.default_rng(seed))
+        np.testing.assert_array_equal(in_sim.completion, through_env.completion)
+        np.testing.assert_array_equal(in_sim.preemptions, through_env.preemptions)
+        assert episode_return(in_sim, env_config("schedgym/Preemption-v0", kwargs)) == pytest.approx(total, rel=1e-9)

@@ -312,9 +312,17 @@ def test_registry_unknown_name_lists_known_ones():
     assert "fitgpp" in str(exc.value)
 
 
-def test_registry_rejects_an_argument_for_a_policy_that_takes_none():
-    with pytest.raises(UnknownNameError, match="takes no ':argument'"):
+def test_registry_refuses_a_rule_name_for_a_saved_agent():
+    with pytest.raises(UnknownNameError, match="'fitgpp' is a rule"):
         make_policy("fitgpp:model.zip")
+
+
+def test_every_registered_name_builds_a_policy():
+    from schedgym.registry import policy_names
+    from schedgym.sim import Policy
+
+    for name in policy_names():
+        assert isinstance(make_policy(name), Policy), name
 
 
 def test_policies_are_fresh_objects():

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 from schedgym.errors import ConfigError
+from schedgym.sim.policy import QueueDiscipline
 from schedgym.sim.simulator import SimConfig
-from schedgym.workloads.named import SPLITS, TRACE_WORKLOADS
-from schedgym.workloads.synthetic import PRESETS
+from schedgym.workloads.named import SPLITS
+from schedgym.workloads.source import WorkloadSource
 
 
 @dataclass(frozen=True)
@@ -26,16 +28,9 @@ class EnvConfig:
     """trace CSV; each episode is a window of ``n_jobs`` consecutive jobs from a random start"""
     n_jobs: int = 500
     """jobs per episode"""
-    queue: str = "priority"
-    """queue discipline, ``fifo`` or ``priority``"""
-    backfill: bool = True
-    """skip jobs that do not fit (True) or block at the head of the queue (False)"""
-    placement: str = "best-fit"
-    """``best-fit`` or ``first-fit``"""
-    max_preemptions: int = 1
-    """the cap P: a job preempted this many times is no longer a candidate"""
-    restart_overhead: float = 0.0
-    """seconds charged at every restart after a preemption"""
+    sim: SimConfig = field(default_factory=SimConfig)
+    """the simulator's rules (queue, backfill, placement, the cap P, restart overhead); a dict of
+    :class:`~schedgym.sim.SimConfig` fields is accepted (``gym.make(id, sim={"max_preemptions": 2})``)"""
     max_candidates: int = 16
     """candidate rows in the observation; the action space is ``Discrete(max_candidates + 1)``"""
     estimate_noise: float = 0.3
@@ -50,14 +45,18 @@ class EnvConfig:
     """reward subtracted per preempted job"""
 
     def __post_init__(self) -> None:
-        known = sorted(PRESETS) + sorted(TRACE_WORKLOADS)
-        if self.trace is None and self.workload not in known:
-            raise ConfigError(f"Expected workload in {known} (or a trace), got {self.workload!r}")
+        if isinstance(self.sim, dict):
+            unknown = sorted(set(self.sim) - {f.name for f in fields(SimConfig)})
+            if unknown:
+                raise ConfigError(f"Unknown sim fields {unknown}; expected fields of SimConfig")
+            object.__setattr__(self, "sim", SimConfig(**self.sim))
+        if not isinstance(self.sim, SimConfig):
+            raise ConfigError(f"Expected sim to be a SimConfig or a dict of its fields, got {self.sim!r}")
         if self.split not in SPLITS:
             raise ConfigError(f"Expected split in {list(SPLITS)}, got {self.split!r}")
         _int(self, "n_jobs", 1)
         _int(self, "max_candidates", 1)
-        self.sim_config()  # queue, backfill, placement, the cap and restart overhead: SimConfig checks them
+        self.source  # noqa: B018 - the workload name is checked there
         if self.reward not in ("slowdown", "bounded_slowdown"):
             raise ConfigError(f"Expected reward 'slowdown' or 'bounded_slowdown', got {self.reward!r}")
         for name in ("estimate_noise", "te_weight", "be_weight", "preemption_cost"):
@@ -68,21 +67,22 @@ class EnvConfig:
                 raise ConfigError(f"Expected {name} >= 0, got {value!r}")
 
     @property
-    def cluster_name(self) -> str:
-        if self.cluster is not None:
-            return self.cluster
-        if self.trace is None and self.workload in TRACE_WORKLOADS:
-            return TRACE_WORKLOADS[self.workload].cluster
-        return "paper"
+    def source(self) -> WorkloadSource:
+        """Where episodes' workloads come from."""
+        return WorkloadSource(workload=self.workload, trace=self.trace, n_jobs=self.n_jobs)
 
-    def sim_config(self) -> SimConfig:
-        return SimConfig(
-            queue=self.queue,
-            backfill=self.backfill,
-            placement=self.placement,
-            max_preemptions=self.max_preemptions,
-            restart_overhead=self.restart_overhead,
-        )
+    @property
+    def cluster_name(self) -> str:
+        """``cluster``, or the workload's own cluster."""
+        return self.cluster if self.cluster is not None else self.source.default_cluster
+
+    def to_kwargs(self) -> dict[str, Any]:
+        """The fields as JSON-ready keyword arguments (``sim`` as a dict), for ``gym.make`` or a saved agent."""
+        out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
+        sim = self.sim
+        out["sim"] = {f.name: getattr(sim, f.name) for f in fields(sim)}
+        out["sim"]["queue"] = QueueDiscipline(sim.queue).value
+        return out
 
     @classmethod
     def field_names(cls) -> list[str]:

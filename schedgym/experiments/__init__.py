@@ -1,6 +1,7 @@
-"""Experiments: running policies on workloads and comparing them on identical traces."""
+"""Experiments: running policies on workloads (:mod:`.runner`), comparing them on identical workloads
+(:mod:`.compare`), their statistics (:mod:`.stats`) and reports (:mod:`.report`)."""
 
 from schedgym.experiments.compare import CompareConfig, ComparisonResult, run_comparison
-from schedgym.experiments.runner import run_policy
+from schedgym.experiments.runner import evaluate, evaluate_run, run_policy
 
-__all__ = ["CompareConfig", "ComparisonResult", "run_comparison", "run_policy"]
+__all__ = ["CompareConfig", "ComparisonResult", "evaluate", "evaluate_run", "run_comparison", "run_policy"]

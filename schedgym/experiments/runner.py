@@ -1,24 +1,28 @@
-"""Run one policy on one workload: the glue between a policy object and the simulator."""
+"""Run policies on workloads: the one rollout and evaluation loop.
+
+``schedgym compare``, training's periodic evaluation and the tests all run a policy (rule or learned agent)
+through :func:`run_policy`; a run of one policy on one workload with one seed (:func:`evaluate_run`) is the
+unit of every comparison.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 
-from schedgym.errors import SchedGymError
-from schedgym.registry import make_policy
-from schedgym.sim.cluster import ClusterSpec, resolve_cluster
+from schedgym.envs.config import EnvConfig
+from schedgym.sim.cluster import ClusterSpec
+from schedgym.sim.job import JobClass
 from schedgym.sim.metrics import RunResult
-from schedgym.sim.policy import QueueDiscipline
+from schedgym.sim.policy import Policy, QueueDiscipline
 from schedgym.sim.simulator import SimConfig, Simulator
 from schedgym.workloads.trace import Workload
 
 
 def run_policy(
-    policy: Any,
+    policy: Policy,
     cluster: ClusterSpec,
     workload: Workload,
     config: SimConfig | None = None,
@@ -26,10 +30,11 @@ def run_policy(
     rng: np.random.Generator | None = None,
     queue: QueueDiscipline | str | None = None,
 ) -> RunResult:
-    """Simulate ``workload`` on ``cluster`` with ``policy`` deciding preemptions.
+    """Simulate ``workload`` on ``cluster`` with ``policy`` deciding preemptions; every job counts.
 
     The queue discipline is the policy's own (``policy.queue``) unless ``queue`` overrides it; every other
-    rule comes from ``config``. ``rng`` seeds randomised policies through ``policy.reset(rng)``.
+    rule comes from ``config``. ``rng`` seeds the run through ``policy.reset(rng)`` (randomised rules, and a
+    learned agent's duration-estimate noise).
     """
     config = config if config is not None else SimConfig()
     config = replace(config, queue=queue if queue is not None else policy.queue)
@@ -38,53 +43,45 @@ def run_policy(
     return sim.run(policy)
 
 
-def run_agent(agent: Any, env: Any, workload: Workload, seed: int = 0) -> RunResult:
-    """Run an agent with SB3's ``predict`` through ``env`` on the pinned ``workload`` until it drains.
-
-    ``seed`` seeds the environment's reset (its only randomness is the remaining-work estimate noise).
-    """
-    obs, info = env.reset(seed=seed, options={"workload": workload})
-    done = False
-    while not done:
-        action, _ = agent.predict(obs, deterministic=True)
-        obs, _, terminated, truncated, info = env.step(action)
-        done = terminated or truncated
-    sim = env.unwrapped.sim
-    if not sim.done:
-        raise SchedGymError(
-            f"the episode was truncated after {env.unwrapped.n_steps} steps before the workload drained; "
-            "raise max_episode_steps"
-        )
-    return sim.result()
+def run_rng(seed: int) -> np.random.Generator:
+    """The policy's generator for seed ``seed`` (independent of the workload's, ``SeedSequence([seed, 0])``)."""
+    return np.random.default_rng(np.random.SeedSequence([seed, 1]))
 
 
-def make_runner(spec: str, cluster: str, config: SimConfig | None = None) -> Callable[..., RunResult]:
-    """``run(workload, rng, seed) -> RunResult`` for a registry spec: a rule runs inside the simulator, a
-    learned agent through the environment (loaded once, reused for every workload).
+def evaluate_run(
+    policy: Policy, cluster: ClusterSpec, workload: Workload, seed: int, config: SimConfig | None = None
+) -> RunResult:
+    """One evaluation run: ``policy`` on ``workload`` with seed ``seed``, only the measured jobs kept (a trace
+    window's warm-up jobs run but do not count)."""
+    result = run_policy(policy, cluster, workload, config, rng=run_rng(seed))
+    return measured(result, workload)
 
-    The simulator rules of ``config`` apply to both; a learned agent keeps the queue discipline it was
-    trained with.
-    """
-    config = config if config is not None else SimConfig()
-    obj = make_policy(spec)
-    if getattr(obj, "kind", "rule") == "agent":
-        env = obj.make_env(
-            cluster=cluster,
-            backfill=config.backfill,
-            placement=config.placement,
-            max_preemptions=config.max_preemptions,
-            restart_overhead=config.restart_overhead,
-            max_episode_steps=10**9,  # an evaluation episode ends when the workload drains
-        )
-        agent = obj.agent(env)
 
-        def run_learned(workload: Workload, rng: np.random.Generator, seed: int = 0) -> RunResult:
-            return run_agent(agent, env, workload, seed=seed)
+def evaluate(
+    policy: Policy,
+    cluster: ClusterSpec,
+    workloads: Sequence[Workload],
+    seeds: Sequence[int],
+    config: SimConfig | None = None,
+) -> list[RunResult]:
+    """:func:`evaluate_run` for each (workload, seed) pair, in order."""
+    return [evaluate_run(policy, cluster, wl, s, config) for wl, s in zip(workloads, seeds, strict=True)]
 
-        return run_learned
-    resolved = resolve_cluster(cluster)
 
-    def run_rule(workload: Workload, rng: np.random.Generator, seed: int = 0) -> RunResult:
-        return run_policy(obj, resolved, workload, config, rng=rng)
+def measured(result: RunResult, workload: Workload) -> RunResult:
+    """The jobs of ``result`` that count for ``workload`` (all, unless it marks a warm-up)."""
+    if workload.measured is None:
+        return result
+    return result.only(np.array(workload.measured))
 
-    return run_rule
+
+def episode_return(result: RunResult, config: EnvConfig) -> float:
+    """The undiscounted return the environment configured by ``config`` gives for the run ``result`` (all its
+    jobs, warm-up included): minus the weighted sum of job slowdowns, minus the preemption cost."""
+    slowdown = result.slowdown if config.reward == "slowdown" else result.bounded_slowdown
+    te = float(slowdown[result.job_class == int(JobClass.TE)].sum())
+    be = float(slowdown[result.job_class == int(JobClass.BE)].sum())
+    return -(config.te_weight * te + config.be_weight * be) - config.preemption_cost * result.n_preemptions
+
+
+__all__ = ["episode_return", "evaluate", "evaluate_run", "measured", "run_policy", "run_rng"]

@@ -10,7 +10,14 @@ from schedgym.sim.cluster import (
 )
 from schedgym.sim.job import RESOURCES, Job, JobClass, JobSpec, JobState
 from schedgym.sim.metrics import TAU, ClassStats, RunResult, Segment
-from schedgym.sim.policy import DECLINE, PreemptionPlan, PreemptionPolicy, PreemptionRequest, QueueDiscipline
+from schedgym.sim.policy import (
+    DECLINE,
+    Policy,
+    PreemptionPlan,
+    PreemptionPolicy,
+    PreemptionRequest,
+    QueueDiscipline,
+)
 from schedgym.sim.simulator import SimConfig, Simulator
 
 __all__ = [
@@ -25,6 +32,7 @@ __all__ = [
     "JobSpec",
     "JobState",
     "NodeSpec",
+    "Policy",
     "PreemptionPlan",
     "PreemptionPolicy",
     "PreemptionRequest",

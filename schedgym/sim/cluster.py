@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import numbers
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,9 +18,26 @@ from schedgym._csvio import read_text
 from schedgym.errors import ConfigError, TraceError, UnknownNameError
 
 
+def _amount(owner: str, field: str, value: object) -> float:
+    """``value`` as a Python float if it is a finite number >= 0 (not a bool), else a ConfigError."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise ConfigError(f"{owner}: expected {field} to be a number, got {value!r}")
+    v = float(value)
+    if not math.isfinite(v):
+        raise ConfigError(f"{owner}: expected {field} >= 0 (finite), got {v!r}")
+    if v < 0:
+        raise ConfigError(f"{owner}: expected {field} >= 0, got {v!r}")
+    return v
+
+
 @dataclass(frozen=True, slots=True)
 class NodeSpec:
-    """One machine. Amounts are floats so that fractional GPUs can be modelled."""
+    """One machine. Amounts are floats so that fractional GPUs can be modelled.
+
+    Construction checks the fields (a :class:`~schedgym.errors.ConfigError` names node, field and value):
+    ``name`` a non-empty string; ``gpus``, ``cpus`` and ``mem_gb`` finite numbers >= 0, not all 0, stored as
+    Python floats (ints and numpy scalars are converted; booleans and strings are rejected).
+    """
 
     name: str
     gpus: float
@@ -28,25 +46,45 @@ class NodeSpec:
     gpu_model: str = ""
 
     def __post_init__(self) -> None:
+        if not (isinstance(self.name, str) and self.name.strip()):
+            raise ConfigError(f"Expected node name to be a non-empty string, got {self.name!r}")
+        if type(self.name) is not str:
+            object.__setattr__(self, "name", str(self.name))
+        owner = f"Node {self.name!r}"
         for field_name in ("gpus", "cpus", "mem_gb"):
-            value = getattr(self, field_name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-                raise ConfigError(f"Expected node {self.name!r} {field_name} >= 0, got {value!r}")
+            object.__setattr__(self, field_name, _amount(owner, field_name, getattr(self, field_name)))
+        if not isinstance(self.gpu_model, str):
+            raise ConfigError(f"{owner}: expected gpu_model to be a string, got {self.gpu_model!r}")
         if self.gpus + self.cpus + self.mem_gb <= 0:
             raise ConfigError(f"Node {self.name!r} has no resources at all")
 
 
 @dataclass(frozen=True, slots=True)
 class ClusterSpec:
-    """An ordered set of nodes (homogeneous or not)."""
+    """An ordered set of nodes (homogeneous or not).
+
+    ``nodes`` may be given as any sequence of :class:`NodeSpec` (stored as a tuple); there must be at least
+    one, with unique names. ``name`` is a non-empty string.
+    """
 
     nodes: tuple[NodeSpec, ...]
     name: str = "custom"
 
     def __post_init__(self) -> None:
-        if not self.nodes:
+        nodes = self.nodes
+        if isinstance(nodes, (str, bytes, NodeSpec)) or not isinstance(nodes, (tuple, list)):
+            raise ConfigError(f"Expected cluster nodes to be a tuple or list of NodeSpec, got {type(nodes).__name__}")
+        if type(nodes) is not tuple:
+            nodes = tuple(nodes)
+            object.__setattr__(self, "nodes", nodes)
+        if not (isinstance(self.name, str) and self.name.strip()):
+            raise ConfigError(f"Expected cluster name to be a non-empty string, got {self.name!r}")
+        if not nodes:
             raise ConfigError("Expected a cluster with at least one node, got 0 nodes")
-        names = [n.name for n in self.nodes]
+        for i, n in enumerate(nodes):
+            if not isinstance(n, NodeSpec):
+                raise ConfigError(f"Expected cluster node {i} to be a NodeSpec, got {type(n).__name__} {n!r}")
+        names = [n.name for n in nodes]
         if len(set(names)) != len(names):
             dup = next(n for n in names if names.count(n) > 1)
             raise ConfigError(f"Node names must be unique, {dup!r} appears more than once")
@@ -54,9 +92,9 @@ class ClusterSpec:
     @classmethod
     def homogeneous(cls, n_nodes: int, gpus: float, cpus: float, mem_gb: float, name: str = "custom") -> ClusterSpec:
         """``n_nodes`` identical nodes named ``node0``, ``node1``, ..."""
-        if not isinstance(n_nodes, int) or n_nodes <= 0:
-            raise ConfigError(f"Expected n_nodes > 0, got {n_nodes!r}")
-        return cls(tuple(NodeSpec(f"node{i}", gpus, cpus, mem_gb) for i in range(n_nodes)), name=name)
+        if isinstance(n_nodes, (bool, np.bool_)) or not isinstance(n_nodes, numbers.Integral) or n_nodes <= 0:
+            raise ConfigError(f"Expected n_nodes > 0 (an integer), got {n_nodes!r}")
+        return cls(tuple(NodeSpec(f"node{i}", gpus, cpus, mem_gb) for i in range(int(n_nodes))), name=name)
 
     @property
     def capacity(self) -> np.ndarray:

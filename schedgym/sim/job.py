@@ -4,12 +4,20 @@ mutable runtime record (:class:`Job`)."""
 from __future__ import annotations
 
 import enum
+import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
+from schedgym.errors import ConfigError
+
 # Order of the resource axes everywhere in schedgym (arrays of shape (..., 3)).
 RESOURCES: tuple[str, str, str] = ("gpus", "cpus", "mem_gb")
+
+# Seconds a preempted job keeps its resources when its trace row (or its constructor call) gives none: the
+# order of the published checkpoint costs (7-62 s). The trace reader uses the same value.
+DEFAULT_GRACE_PERIOD = 30.0
 
 
 class JobClass(enum.IntEnum):
@@ -38,6 +46,13 @@ class JobSpec:
 
     ``gpus``, ``cpus`` and ``mem_gb`` are the job's total demand; a gang job (``gang_size = k > 1``) holds
     ``1/k`` of it on each of ``k`` distinct nodes (the trace format's ``nodes`` column).
+
+    Construction checks every field with the trace reader's rules (a :class:`~schedgym.errors.ConfigError`
+    names job, field and value): ``job_id`` a non-empty string; ``submit_time``, ``gpus``, ``cpus``,
+    ``mem_gb`` and ``grace_period`` finite and >= 0, and ``duration`` finite and > 0; at least one resource
+    requested; ``gang_size`` an integer >= 1; ``job_class`` a :class:`JobClass` (or its value 0 or 1).
+    Numbers of other types (``int``, numpy scalars) are stored as Python ``float`` (``int`` for
+    ``gang_size``); booleans and strings are rejected.
     """
 
     job_id: str
@@ -48,13 +63,75 @@ class JobSpec:
     mem_gb: float = 0.0
     gang_size: int = 1
     job_class: JobClass = JobClass.BE
-    grace_period: float = 0.0
+    grace_period: float = DEFAULT_GRACE_PERIOD
+
+    def __post_init__(self) -> None:
+        # Runs for every job (and every dataclasses.replace), so the common case -- Python floats, an int
+        # gang size, a JobClass -- costs one type test and one chained comparison per field.
+        job_id = self.job_id
+        if type(job_id) is not str or not job_id.strip():
+            if not (isinstance(job_id, str) and job_id.strip()):
+                raise ConfigError(f"Expected job_id to be a non-empty string, got {job_id!r}")
+            object.__setattr__(self, "job_id", str(job_id))  # a str subclass such as numpy.str_
+        v = self.submit_time
+        if type(v) is not float or not 0.0 <= v < _INF:
+            _set_float(self, "submit_time", v, ">= 0")
+        v = self.duration
+        if type(v) is not float or not 0.0 < v < _INF:
+            _set_float(self, "duration", v, "> 0")
+        v = self.gpus
+        if type(v) is not float or not 0.0 <= v < _INF:
+            _set_float(self, "gpus", v, ">= 0")
+        v = self.cpus
+        if type(v) is not float or not 0.0 <= v < _INF:
+            _set_float(self, "cpus", v, ">= 0")
+        v = self.mem_gb
+        if type(v) is not float or not 0.0 <= v < _INF:
+            _set_float(self, "mem_gb", v, ">= 0")
+        v = self.grace_period
+        if type(v) is not float or not 0.0 <= v < _INF:
+            _set_float(self, "grace_period", v, ">= 0")
+        if self.gpus + self.cpus + self.mem_gb <= 0.0:
+            raise ConfigError(f"Job {self.job_id!r} requests no resources (gpus, cpus and mem_gb are all 0)")
+        k = self.gang_size
+        if type(k) is not int or k < 1:
+            if isinstance(k, (bool, np.bool_)) or not isinstance(k, numbers.Integral):
+                raise ConfigError(f"Job {self.job_id!r}: expected gang_size to be an integer >= 1, got {k!r}")
+            if k < 1:
+                raise ConfigError(f"Job {self.job_id!r}: expected gang_size >= 1, got {k!r}")
+            object.__setattr__(self, "gang_size", int(k))
+        c = self.job_class
+        if type(c) is not JobClass:
+            if isinstance(c, (bool, np.bool_)) or not isinstance(c, numbers.Integral) or c not in (0, 1):
+                raise ConfigError(
+                    f"Job {self.job_id!r}: expected job_class to be JobClass.TE or JobClass.BE (or 0 or 1), got {c!r}"
+                )
+            object.__setattr__(self, "job_class", JobClass(int(c)))
 
     @property
     def member_demand(self) -> tuple[float, float, float]:
         """Demand on each node the job occupies."""
         k = self.gang_size
         return (self.gpus / k, self.cpus / k, self.mem_gb / k)
+
+
+_INF = math.inf
+
+
+def _set_float(spec: JobSpec, field: str, value: object, bound: str) -> None:
+    """The slow path of :meth:`JobSpec.__post_init__` for one float field: reject ``value`` with a message, or
+    store it as a Python float (it was an int or a numpy scalar)."""
+    if isinstance(value, bool) or not (
+        isinstance(value, (float, int, np.floating, np.integer))
+        or (isinstance(value, numbers.Real) and not isinstance(value, np.bool_))
+    ):
+        raise ConfigError(f"Job {spec.job_id!r}: expected {field} to be a number, got {value!r}")
+    v = float(value)
+    if not math.isfinite(v):
+        raise ConfigError(f"Job {spec.job_id!r}: expected {field} {bound} (finite), got {v!r}")
+    if not (v > 0.0 if bound == "> 0" else v >= 0.0):
+        raise ConfigError(f"Job {spec.job_id!r}: expected {field} {bound}, got {v!r}")
+    object.__setattr__(spec, field, v)
 
 
 @dataclass(slots=True, eq=False)

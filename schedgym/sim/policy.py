@@ -1,16 +1,19 @@
-"""The one narrow interface between the simulator and whoever decides preemptions.
+"""The one interface between the simulator and everything that decides preemptions.
 
 In each scheduling pass the simulator offers every pending TE job that cannot be placed (and has no
 reservation) to a *preemption policy*: it builds a :class:`PreemptionRequest` and expects a
-:class:`PreemptionPlan` back. A baseline rule answers in-process; the Gymnasium environment instead hands
-the request to an agent. Nothing here knows about gymnasium.
+:class:`PreemptionPlan` back. Everything that acts is a :class:`Policy`: the baseline rules in
+``baselines/`` and the learned agents in ``agents/`` alike, so :meth:`Simulator.run
+<schedgym.sim.simulator.Simulator.run>` and the comparison harness run them the same way. The Gymnasium
+environment hands the same requests to an agent one victim at a time (:mod:`schedgym.decision`).
+Nothing here knows about gymnasium.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -43,6 +46,11 @@ class PreemptionRequest:
             candidate appear. A gang candidate appears on each of its nodes.
         capacity_rows: ``capacity`` as nested Python lists (scalar arithmetic on three numbers is
             cheaper in plain Python than in numpy).
+        held: per-node resources set aside for reserved TE jobs (read-only view, same shape);
+            ``avail + held`` is what no running or grace-period job occupies.
+        queued: (TE, BE) jobs waiting, reserved TE jobs included.
+        n_jobs: jobs in the whole workload (the request's ``job.idx`` and the candidates' are below it).
+        max_preemptions: the simulator's cap P.
     """
 
     job: Job
@@ -51,6 +59,10 @@ class PreemptionRequest:
     capacity: np.ndarray
     candidates: dict[int, list[Job]]
     capacity_rows: list[list[float]]
+    held: np.ndarray
+    queued: tuple[int, int]
+    n_jobs: int
+    max_preemptions: int
 
     @property
     def demand(self) -> np.ndarray:
@@ -85,7 +97,40 @@ DECLINE = PreemptionPlan()
 
 @runtime_checkable
 class PreemptionPolicy(Protocol):
-    """Anything that answers preemption requests. Baselines in ``baselines/`` implement it."""
+    """Anything that answers preemption requests (what :meth:`Simulator.run` needs)."""
 
     def decide(self, request: PreemptionRequest) -> PreemptionPlan:  # pragma: no cover - protocol
         ...
+
+
+class Policy:
+    """Base class of everything that acts: a queue discipline, whether it preempts, and how.
+
+    Template method, as in stable-baselines3: :meth:`decide` is public and answers :data:`DECLINE` for a
+    policy that never preempts; subclasses implement :meth:`_decide`.
+
+    Attributes:
+        name: registry name (display name of a loaded agent).
+        queue: the queue discipline the policy schedules with (a learned agent: the one it was trained with).
+        preempts: False for policies that never preempt (the simulator then never asks them).
+    """
+
+    name: str = "policy"
+    queue: QueueDiscipline = QueueDiscipline.PRIORITY
+    preempts: ClassVar[bool] = False
+
+    def reset(self, rng: np.random.Generator | None = None) -> None:
+        """Start a new run (one simulation); randomised policies draw only from ``rng``."""
+        self.rng = rng if rng is not None else np.random.default_rng()
+
+    def decide(self, request: PreemptionRequest) -> PreemptionPlan:
+        """Answer one preemption request."""
+        if not self.preempts:
+            return DECLINE
+        return self._decide(request)
+
+    def _decide(self, request: PreemptionRequest) -> PreemptionPlan:
+        return DECLINE
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"

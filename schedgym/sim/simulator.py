@@ -32,10 +32,8 @@ from schedgym.errors import ConfigError, IllegalDecisionError, ImpossibleJobErro
 from schedgym.sim.cluster import ClusterSpec
 from schedgym.sim.job import Job, JobClass, JobSpec, JobState
 from schedgym.sim.metrics import TAU, RunResult, Segment, build_result
-from schedgym.sim.policy import PreemptionPlan, PreemptionRequest, QueueDiscipline
-
-# Tolerance for comparing float resource amounts (fractional GPUs accumulate rounding error).
-EPS = 1e-9
+from schedgym.sim.policy import PreemptionPlan, PreemptionPolicy, PreemptionRequest, QueueDiscipline
+from schedgym.sim.resources import EPS, covers, fits_on
 
 # Event kinds; the number is also the tie-break priority at equal times: resources are freed before new
 # jobs arrive, so an arrival sees everything released at its own instant.
@@ -187,9 +185,10 @@ class Simulator:
             raise IllegalDecisionError("advance() called while a decision is pending; call resolve() first")
         while True:
             if self._in_pass:
-                request = self._schedule_pass()
-                if request is not None:
-                    self._request = request
+                job = self._schedule_pass()
+                if job is not None:
+                    # Built after the pass, which restores the TE jobs it looked past to their queues.
+                    request = self._request = self._make_request(job)
                     self.n_decisions += 1
                     return request
                 self._in_pass = False
@@ -229,7 +228,7 @@ class Simulator:
     def done(self) -> bool:
         return self._n_done == len(self.jobs)
 
-    def run(self, policy) -> RunResult:  # noqa: ANN001 - any PreemptionPolicy
+    def run(self, policy: PreemptionPolicy) -> RunResult:
         """Drive the simulation to the end with ``policy`` answering every request."""
         while (request := self.advance()) is not None:
             self.resolve(policy.decide(request))
@@ -335,9 +334,9 @@ class Simulator:
             rows = [self.avail[n].tolist() for n in job.nodes]
             demand = self._shape_rows
             for shape in list(self._blocked):
-                d0, d1, d2 = demand[shape]
+                d = demand[shape]
                 for a in rows:
-                    if a[0] >= d0 - EPS and a[1] >= d1 - EPS and a[2] >= d2 - EPS:
+                    if covers(a, d):
                         self._blocked.discard(shape)
                         if shape in self._nonempty:
                             self._unknown.add(shape)
@@ -376,8 +375,8 @@ class Simulator:
                 self._n_te_declined -= 1
 
     # ------------------------------------------------------------------ scheduling pass
-    def _schedule_pass(self) -> PreemptionRequest | None:
-        """Start what can start, in queue order; return a request if a TE job needs a decision.
+    def _schedule_pass(self) -> Job | None:
+        """Start what can start, in queue order; return the TE job that needs a decision, if any.
 
         After a decision the pass is restarted from the top, which is equivalent to continuing it:
         started jobs have left the queue and availability has only decreased since.
@@ -445,7 +444,7 @@ class Simulator:
                     self._unknown.discard(shape)
                 # The head of this shape cannot be placed.
                 if offer_te and is_te and job.declined_version != self._version:
-                    return self._make_request(job)
+                    return job
                 if not backfill:
                     return None  # strict head-of-line blocking
                 if offer_te and is_te:
@@ -476,7 +475,7 @@ class Simulator:
         return tuple(idx[order[:k]].tolist())
 
     def _fits_somewhere(self, member: np.ndarray, k: int) -> bool:
-        return k <= len(self.capacity) and int((self.capacity >= member - EPS).all(axis=1).sum()) >= k
+        return k <= len(self.capacity) and int(fits_on(self.capacity, member).sum()) >= k
 
     def _start(self, job: Job, nodes: tuple[int, ...], *, reserved: bool = False) -> None:
         m = job.member
@@ -535,6 +534,10 @@ class Simulator:
             capacity=cap,
             candidates=self.candidates(),
             capacity_rows=self._capacity_rows,
+            held=self._read_only(self.held),
+            queued=self.queue_lengths,
+            n_jobs=len(self.jobs),
+            max_preemptions=self.config.max_preemptions,
         )
 
     @staticmethod
@@ -572,7 +575,7 @@ class Simulator:
             for n in vj.nodes:
                 if n in pos:
                     room[pos[n]] += vj.member
-        short = np.flatnonzero(~(room >= job.member - EPS).all(axis=1))
+        short = np.flatnonzero(~fits_on(room, job.member))
         if len(short):
             n = nodes[int(short[0])]
             raise IllegalDecisionError(

@@ -14,6 +14,7 @@ cpus           no       total CPUs, >= 0; default 0
 mem_gb         no       total memory in GB, >= 0; default 0
 nodes          no       gang size k >= 1 (each node holds 1/k of the demand); default 1
 grace_period   no       seconds a preempted job keeps its resources, >= 0; default 30
+                        (:data:`~schedgym.sim.job.DEFAULT_GRACE_PERIOD`, as for a JobSpec built in Python)
 ============== ======== ===========================================================================
 
 A malformed file is rejected whole with a :class:`~schedgym.errors.TraceError` naming file, line, column
@@ -34,24 +35,74 @@ from typing import Any
 import numpy as np
 
 from schedgym._csvio import read_text
-from schedgym.errors import TraceError
+from schedgym.errors import ConfigError, TraceError
 from schedgym.sim.cluster import ClusterSpec
-from schedgym.sim.job import JobClass, JobSpec
+from schedgym.sim.job import DEFAULT_GRACE_PERIOD, JobClass, JobSpec
 
 REQUIRED_COLUMNS = ("job_id", "submit_time", "duration", "gpus", "class")
-OPTIONAL_DEFAULTS: dict[str, float] = {"cpus": 0.0, "mem_gb": 0.0, "nodes": 1, "grace_period": 30.0}
+OPTIONAL_DEFAULTS: dict[str, float] = {"cpus": 0.0, "mem_gb": 0.0, "nodes": 1, "grace_period": DEFAULT_GRACE_PERIOD}
 COLUMNS = ("job_id", "submit_time", "duration", "gpus", "cpus", "mem_gb", "nodes", "class", "grace_period")
 
 
 @dataclass(frozen=True)
 class Workload:
-    """A list of jobs and where they came from (for error messages that point into the file)."""
+    """A list of jobs and where they came from (for error messages that point into the file).
+
+    Construction checks that ``jobs`` holds :class:`JobSpec` objects with unique ids, and that ``lines`` and
+    ``measured`` (if given) have one entry per job; lists are stored as tuples. Each job has checked its own
+    fields when it was built, so a workload built through the Python API obeys the trace reader's rules.
+    """
 
     jobs: tuple[JobSpec, ...]
     name: str = "workload"
     path: str | None = None
     lines: tuple[int, ...] | None = None  # file line of each job, when read from a file
     measured: tuple[bool, ...] | None = None  # jobs that count in the results (None: all); the rest warm up
+
+    def __post_init__(self) -> None:
+        jobs = self.jobs
+        if type(jobs) is not tuple:
+            if isinstance(jobs, (str, bytes, JobSpec)) or not isinstance(jobs, (tuple, list)):
+                raise ConfigError(f"Expected workload jobs to be a tuple or list of JobSpec, got {type(jobs).__name__}")
+            jobs = tuple(jobs)
+            object.__setattr__(self, "jobs", jobs)
+        for i, job in enumerate(jobs):
+            if type(job) is not JobSpec and not isinstance(job, JobSpec):
+                raise ConfigError(
+                    f"Workload {self.name!r}: expected job {i} to be a JobSpec, got {type(job).__name__} {job!r}"
+                )
+        ids = {job.job_id for job in jobs}
+        if len(ids) != len(jobs):
+            seen: dict[str, int] = {}
+            for i, job in enumerate(jobs):
+                if job.job_id in seen:
+                    raise ConfigError(
+                        f"Workload {self.name!r}: expected unique job ids, got {job.job_id!r} "
+                        f"at positions {seen[job.job_id]} and {i}"
+                    )
+                seen[job.job_id] = i
+        if self.lines is not None:
+            object.__setattr__(self, "lines", self._per_job("lines", self.lines, int, (int, np.integer)))
+        if self.measured is not None:
+            object.__setattr__(self, "measured", self._per_job("measured", self.measured, bool, (bool, np.bool_)))
+
+    def _per_job(self, field: str, values: object, kind: type, accepted: tuple[type, ...]) -> tuple:
+        """``values`` (one per job, of a type in ``accepted``) as a tuple of ``kind``, or a ConfigError."""
+        if not isinstance(values, (tuple, list, np.ndarray)):
+            raise ConfigError(
+                f"Workload {self.name!r}: expected {field} to be None or a tuple, got {type(values).__name__}"
+            )
+        if len(values) != len(self.jobs):
+            raise ConfigError(
+                f"Workload {self.name!r}: expected {field} to have one entry per job ({len(self.jobs)}), "
+                f"got {len(values)}"
+            )
+        for v in values:
+            if not isinstance(v, accepted) or (kind is int and isinstance(v, bool)):
+                raise ConfigError(f"Workload {self.name!r}: expected {field} to hold {kind.__name__}s, got {v!r}")
+        if type(values) is tuple and all(type(v) is kind for v in values):
+            return values
+        return tuple(kind(v) for v in values)
 
     def __len__(self) -> int:
         return len(self.jobs)
@@ -68,7 +119,8 @@ class Workload:
             where: dict[str, Any] = dict(path=self.path, line=line) if self.path else dict(line=line)
             if job.gang_size > cluster.n_nodes:
                 raise TraceError(
-                    f"job {job.job_id!r} needs {job.gang_size} nodes but cluster {cluster.name!r} has {cluster.n_nodes}",
+                    f"job {job.job_id!r} needs {job.gang_size} nodes "
+                    f"but cluster {cluster.name!r} has {cluster.n_nodes}",
                     column="nodes",
                     value=job.gang_size,
                     **where,
@@ -168,8 +220,8 @@ def load_trace(path: str | Path, name: str | None = None) -> Workload:
                     raise TraceError("unknown class, expected TE or BE", column="class", value=row["class"], **kw)
                 if gpus + opt["cpus"] + opt["mem_gb"] <= 0:
                     raise TraceError("job requests no resources (gpus, cpus and mem_gb are all 0)", **kw)
-                jobs.append(
-                    JobSpec(
+                try:  # the checks above cover JobSpec's; this keeps the file and line should they ever differ
+                    job = JobSpec(
                         job_id=job_id,
                         submit_time=submit,
                         duration=duration,
@@ -180,7 +232,9 @@ def load_trace(path: str | Path, name: str | None = None) -> Workload:
                         job_class=JobClass[raw_class],
                         grace_period=opt["grace_period"],
                     )
-                )
+                except ConfigError as exc:
+                    raise TraceError(str(exc), **kw) from None
+                jobs.append(job)
                 lines.append(line)
         except csv.Error as exc:
             raise TraceError(f"CSV syntax error: {exc}", path=path, line=reader.line_num) from None

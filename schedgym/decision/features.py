@@ -1,0 +1,98 @@
+"""The observation schema, declared once.
+
+An observation is three groups of features: the waiting TE job and the attempt in progress
+(:data:`JOB_FEATURES`), the cluster (:data:`CLUSTER_FEATURES`), and one row per candidate victim
+(:data:`CANDIDATE_FEATURES`, ``max_candidates`` rows, zero-padded). These tuples are the only place the
+layout is written: the observation builder fills values by name in this order, the environment's ``Box``
+takes its size from :func:`observation_size`, and the documentation table is :func:`observation_table`
+(the environment's docstring and ``docs/observation.md`` are generated from it; a test keeps the file in
+step).
+
+Every value lies in [0, 1]. Resources are divided by the largest node's capacity (per resource), cluster
+totals by the cluster's total; unbounded times and counts are squashed with ``x / (x + scale)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Feature:
+    """One observation feature: its name (unique within its group) and what it means."""
+
+    name: str
+    meaning: str
+
+
+JOB_FEATURES: tuple[Feature, ...] = (
+    Feature("gpus", "the waiting TE job's per-node GPU demand"),
+    Feature("cpus", "its per-node CPU demand"),
+    Feature("mem_gb", "its per-node memory demand"),
+    Feature("gang", "its gang size / number of nodes in the cluster"),
+    Feature("wait", "seconds since its submission, squashed (scale 600 s)"),
+    Feature("duration_estimate", "its duration, estimated, squashed (scale 600 s)"),
+    Feature("victims_chosen", "victims chosen so far in this attempt / max_candidates, at most 1"),
+    Feature("continuing", "1 if this decision continues an attempt (a victim was chosen already)"),
+    Feature("missing_gpus", "GPUs the target node still lacks (0 before a target is chosen)"),
+    Feature("missing_cpus", "CPUs the target node still lacks"),
+    Feature("missing_mem_gb", "memory the target node still lacks"),
+)
+CLUSTER_FEATURES: tuple[Feature, ...] = (
+    Feature("unused_gpus", "GPUs no running or grace-period job occupies, fraction of the cluster's"),
+    Feature("unused_cpus", "the same for CPUs"),
+    Feature("unused_mem_gb", "the same for memory"),
+    Feature("reserved_gpus", "unused GPUs set aside for reserved TE jobs, fraction of the cluster's"),
+    Feature("reserved_cpus", "the same for CPUs"),
+    Feature("reserved_mem_gb", "the same for memory"),
+    Feature("queued_te", "TE jobs waiting, reserved ones included, squashed (scale 10)"),
+    Feature("queued_be", "BE jobs waiting, squashed (scale 100)"),
+    Feature("running_be", "preemptible BE jobs running / (8 x nodes), at most 1"),
+)
+CANDIDATE_FEATURES: tuple[Feature, ...] = (
+    Feature("valid", "1 for a real candidate row, 0 for padding"),
+    Feature("gpus", "the candidate's per-node GPU demand"),
+    Feature("cpus", "its per-node CPU demand"),
+    Feature("mem_gb", "its per-node memory demand"),
+    Feature("node_room_gpus", "its node's room for the TE job in GPUs, counting victims already chosen"),
+    Feature("node_room_cpus", "the same for CPUs"),
+    Feature("node_room_mem_gb", "the same for memory"),
+    Feature("fits_alone", "1 if preempting it (with those already chosen) lets the TE job fit on its node"),
+    Feature("grace_period", "its grace period, squashed (scale 60 s)"),
+    Feature("elapsed", "seconds since it last started, squashed (scale 3600 s)"),
+    Feature("preemptions", "its preemptions so far / the cap P"),
+    Feature("remaining_estimate", "its remaining work, estimated, squashed (scale 3600 s)"),
+    Feature("is_gang", "1 if it runs on several nodes"),
+)
+
+N_HEAD = len(JOB_FEATURES) + len(CLUSTER_FEATURES)
+"""Features before the first candidate row."""
+
+
+def observation_size(max_candidates: int) -> int:
+    """Length of the flat observation vector."""
+    return N_HEAD + len(CANDIDATE_FEATURES) * max_candidates
+
+
+def squash(x: float, scale: float) -> float:
+    """Map [0, inf) onto [0, 1): ``x / (x + scale)``. Keeps unbounded times finite and ordered."""
+    return x / (x + scale) if x > 0 else 0.0
+
+
+def observation_table() -> str:
+    """The layout as a Markdown table (index, group, feature, meaning); ``i`` numbers candidate rows."""
+    lines = ["| index | group | feature | meaning |", "|---|---|---|---|"]
+    i = 0
+    for group, features in (("job", JOB_FEATURES), ("cluster", CLUSTER_FEATURES)):
+        for f in features:
+            lines.append(f"| {i} | {group} | `{f.name}` | {f.meaning} |")
+            i += 1
+    width = len(CANDIDATE_FEATURES)
+    for j, f in enumerate(CANDIDATE_FEATURES):
+        lines.append(f"| {N_HEAD} + {width} i + {j} | candidate i | `{f.name}` | {f.meaning} |")
+    return "\n".join(lines)
+
+
+def names(features: tuple[Feature, ...]) -> tuple[str, ...]:
+    """The names of a group, in observation order."""
+    return tuple(f.name for f in features)

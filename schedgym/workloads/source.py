@@ -1,0 +1,180 @@
+"""Where workloads come from, written once for the environment, ``schedgym compare`` and training.
+
+A :class:`WorkloadSource` is one of three kinds:
+
+- ``synthetic``: a preset of :mod:`schedgym.workloads.synthetic`. Evaluation workload ``i`` of the *test*
+  split is the draw for seed ``i`` (what ``schedgym compare --first-seed i`` runs); of the *validation*
+  split, seed ``VALIDATION_SEED0 + i``, so that model selection never sees a test workload. An episode
+  draws a fresh workload from the environment's generator.
+- ``bundled``: a converted trace shipped with the package (:mod:`schedgym.workloads.named`). Evaluation
+  workload ``i`` of a split is its ``i``-th time window (with warm-up); an episode is a window of
+  ``n_jobs`` consecutive jobs of the split, from a random start.
+- ``file``: a trace CSV. Evaluation on the test split replays the whole trace (every seed sees the same
+  jobs: :attr:`varies` is False); on the validation split, ``count`` windows of ``n_jobs`` jobs at evenly
+  spaced starts; an episode is a window of ``n_jobs`` consecutive jobs from a random start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from schedgym.errors import ConfigError
+from schedgym.sim.cluster import ClusterSpec
+from schedgym.workloads.named import SPLITS, TRACE_WORKLOADS
+from schedgym.workloads.synthetic import PRESETS, generate, preset
+from schedgym.workloads.trace import Workload, load_trace
+
+VALIDATION_SEED0 = 100_000
+"""Synthetic validation workloads are seeds 100,000, 100,001, ...; test workloads are seeds 0, 1, 2, ..."""
+
+
+def workload_names() -> list[str]:
+    """Every workload name: synthetic presets, then bundled traces."""
+    return sorted(PRESETS) + sorted(TRACE_WORKLOADS)
+
+
+@dataclass(frozen=True)
+class WorkloadSource:
+    """A workload by name (``workload``) or a trace file (``trace``, which wins), with ``n_jobs`` per
+    synthetic draw or trace window (None: the preset's own; for a trace window it is required)."""
+
+    workload: str | None = "paper"
+    trace: str | None = None
+    n_jobs: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.trace is None and self.workload not in workload_names():
+            raise ConfigError(f"Expected workload in {workload_names()} (or a trace), got {self.workload!r}")
+        if self.n_jobs is not None and (
+            not isinstance(self.n_jobs, (int, np.integer)) or isinstance(self.n_jobs, bool) or self.n_jobs < 1
+        ):
+            raise ConfigError(f"Expected n_jobs to be an integer >= 1, got {self.n_jobs!r}")
+
+    @property
+    def kind(self) -> str:
+        """``synthetic``, ``bundled`` or ``file``."""
+        if self.trace is not None:
+            return "file"
+        return "bundled" if self.workload in TRACE_WORKLOADS else "synthetic"
+
+    @property
+    def name(self) -> str:
+        return self.trace if self.trace is not None else str(self.workload)
+
+    @property
+    def default_cluster(self) -> str:
+        """The cluster this workload runs on unless told otherwise: a bundled trace's own, else ``paper``."""
+        if self.kind == "bundled":
+            return TRACE_WORKLOADS[str(self.workload)].cluster
+        return "paper"
+
+    @property
+    def varies(self) -> bool:
+        """Whether evaluation workloads of the test split differ from one seed to the next."""
+        return self.kind != "file"
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluation(self, split: str, index: int, cluster: ClusterSpec, *, count: int = 1) -> Workload:
+        """Evaluation workload ``index`` of ``split`` (``test`` or ``validation``), checked against ``cluster``.
+
+        ``count`` (how many the caller takes) matters only for a trace file's evenly spaced validation windows.
+        """
+        _check_split(split)
+        if not isinstance(index, (int, np.integer)) or isinstance(index, bool) or index < 0:
+            raise ConfigError(f"Expected a workload index >= 0, got {index!r}")
+        kind = self.kind
+        if kind == "synthetic":
+            seed = int(index) + (VALIDATION_SEED0 if split == "validation" else 0)
+            wl = self.seeded(seed, cluster)
+        elif kind == "bundled":
+            tw = TRACE_WORKLOADS[str(self.workload)]
+            available = len(tw.windows(split))
+            if index >= available:
+                raise ConfigError(
+                    f"Workload {self.workload!r} has {available} {split} windows; workload {index} was asked for"
+                )
+            wl = tw.window(split, int(index))
+        elif split == "test":
+            wl = self._file()
+        else:
+            jobs = self._file().jobs
+            n = min(self._window_jobs(), len(jobs))
+            starts = np.unique(np.linspace(0, len(jobs) - n, max(count, 1)).astype(int)).tolist()
+            if index >= len(starts):
+                raise ConfigError(f"The trace has {len(starts)} distinct validation windows; {index} was asked for")
+            wl = self.window_at(starts[index], n)
+        wl.check_fits(cluster)
+        return wl
+
+    def n_evaluation(self, split: str) -> int | None:
+        """How many evaluation workloads ``split`` has (None: unbounded)."""
+        _check_split(split)
+        if self.kind == "bundled":
+            return len(TRACE_WORKLOADS[str(self.workload)].windows(split))
+        return None
+
+    def seeded(self, seed: int, cluster: ClusterSpec) -> Workload:
+        """The synthetic workload of ``seed`` (the same for the environment's ``workload_seed`` and compare)."""
+        if self.kind != "synthetic":
+            raise ConfigError(f"Seeded workloads are synthetic; {self.name!r} is a trace")
+        if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
+            raise ConfigError(f"Expected workload_seed to be an integer >= 0, got {seed!r}")
+        rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0]))
+        return self.draw(rng, cluster)
+
+    # ------------------------------------------------------------------ episodes
+    def draw(self, rng: np.random.Generator, cluster: ClusterSpec) -> Workload:
+        """A fresh synthetic workload from ``rng``."""
+        overrides = {"n_jobs": self.n_jobs} if self.n_jobs is not None else {}
+        return generate(preset(str(self.workload), **overrides), cluster, rng, name=str(self.workload))
+
+    def pool(self, split: str) -> Workload:
+        """The jobs that trace episodes are cut from: a bundled trace's split, or the whole trace file."""
+        _check_split(split)
+        if self.kind == "bundled":
+            return TRACE_WORKLOADS[str(self.workload)].split_jobs(split)
+        if self.kind == "file":
+            return self._file()
+        raise ConfigError(f"{self.name!r} is synthetic: it has no pool of trace jobs")
+
+    def window_at(self, start: int, n: int | None = None, split: str = "train") -> Workload:
+        """``n`` consecutive jobs of the pool from index ``start``, shifted to start at time 0."""
+        jobs = self.pool(split).jobs if self.kind == "bundled" else self._file().jobs
+        n = min(n if n is not None else self._window_jobs(), len(jobs))
+        if not (isinstance(start, (int, np.integer)) and not isinstance(start, bool) and 0 <= start <= len(jobs) - n):
+            raise ConfigError(f"Expected window_start in [0, {len(jobs) - n}], got {start!r}")
+        window = sorted(jobs[start : start + n], key=lambda j: j.submit_time)
+        t0 = window[0].submit_time
+        shifted = tuple(replace(j, submit_time=j.submit_time - t0) for j in window)
+        base = self.name if self.kind == "file" else f"{self.workload}/{split}"
+        return Workload(shifted, name=f"{base}[{start}:{start + n}]")
+
+    def random_window(self, rng: np.random.Generator, split: str = "train") -> Workload:
+        """A window of ``n_jobs`` consecutive jobs of the pool, from a start drawn from ``rng``."""
+        jobs = self.pool(split).jobs
+        n = min(self._window_jobs(), len(jobs))
+        return self.window_at(int(rng.integers(0, len(jobs) - n + 1)), n, split)
+
+    def _window_jobs(self) -> int:
+        if self.n_jobs is None:
+            raise ConfigError("A trace window needs n_jobs")
+        return int(self.n_jobs)
+
+    def _file(self) -> Workload:
+        # Read once per source (not per process: the file may change between sources).
+        cached = self.__dict__.get("_loaded")
+        if cached is None:
+            assert self.trace is not None
+            cached = load_trace(self.trace)
+            object.__setattr__(self, "_loaded", cached)
+        return cached
+
+
+def _check_split(split: str) -> None:
+    if split not in SPLITS:
+        raise ConfigError(f"Expected split in {list(SPLITS)}, got {split!r}")
+
+
+__all__ = ["VALIDATION_SEED0", "WorkloadSource", "workload_names"]
