@@ -1,7 +1,8 @@
-"""The one interface shared by everything that acts in the environment, heuristic or learned.
+"""Stable-baselines3's ``predict`` protocol, for code that steps an environment.
 
-It is stable-baselines3's: ``predict(observation, state=None, episode_start=None, deterministic=True)
--> (action, state)``, so the same evaluation code runs a baseline rule and a trained policy.
+``predict(observation, state=None, episode_start=None, deterministic=True) -> (action, state)`` is what SB3
+models have and what :class:`~agents.heuristic.HeuristicAgent` gives any policy. Deciding itself is the
+:class:`~schedgym.sim.Policy` interface, shared by rules and learned agents.
 """
 
 from __future__ import annotations

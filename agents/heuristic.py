@@ -1,10 +1,12 @@
-"""Baseline rules as agents of the environment.
+"""Any policy as an agent of the environment, with stable-baselines3's ``predict``.
 
-A rule such as FitGpp needs more than the fixed-size observation (every candidate, exact resources), so
-:class:`HeuristicAgent` reads the simulator's request from the unwrapped environment
-(``env.unwrapped.pending_request``), asks the rule for a plan, and replays the plan's victims one action
-at a time. With ``max_candidates`` large enough to list every candidate, a rule acting through the
-environment makes exactly the decisions it makes inside the simulator (tested).
+The simulator asks a :class:`~schedgym.sim.Policy` for a whole plan; the environment asks for one victim per
+step. :class:`HeuristicAgent` bridges the two for stepping an environment by hand: it reads the simulator's
+request from the unwrapped environment (``env.unwrapped.pending_request``; a rule such as FitGpp needs more
+than the fixed-size observation), asks the policy for a plan, and replays the plan's victims one action at a
+time. With ``max_candidates`` large enough to list every candidate, a rule acting through the environment
+makes exactly the decisions it makes inside the simulator (tested). Comparisons do not need it: they run
+every policy inside the simulator.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ class HeuristicAgent:
     """SB3-style ``predict`` for a baseline policy, acting in one (non-vectorised) environment.
 
     Args:
-        policy: a baseline object (``baselines.Policy``) or its registry name.
+        policy: a :class:`~schedgym.sim.Policy` or its registry name.
         env: the environment it acts in (wrappers allowed).
         rng: generator for randomised rules (``policy.reset(rng)``).
     """

@@ -66,8 +66,8 @@ class NodeByNodePolicy(Policy):
         for n, deficit, cands in feasible:
             evaluated = self._evaluate_node(request, n, deficit, cands)
             if evaluated is not None:
-                score, victims = evaluated
-                options.append((score, n, victims))
+                score, node_victims = evaluated
+                options.append((score, n, node_victims))
         if len(options) < k:
             return DECLINE
         options.sort(key=lambda o: (o[0], o[1]))

@@ -60,7 +60,7 @@ class FitGpp(NodeByNodePolicy):
         self.order = order
         self.rank = rank
         self._cap_source: object = None
-        self._caps: list[tuple[float, ...]] = []
+        self._caps: list[Vec] = []
 
     def __repr__(self) -> str:
         return f"FitGpp(lam={self.lam}, grace_scale={self.grace_scale}, order={self.order!r}, rank={self.rank!r})"
@@ -70,7 +70,8 @@ class FitGpp(NodeByNodePolicy):
     ) -> tuple[tuple, list[Job]] | None:
         if request.capacity_rows is not self._cap_source:  # normalisers, computed once per cluster
             self._cap_source = request.capacity_rows
-            self._caps = [tuple(c if c > 0 else 1.0 for c in row) for row in request.capacity_rows]
+            # Zero capacities (a node without CPUs, say) divide by 1 instead.
+            self._caps = [(row[0] or 1.0, row[1] or 1.0, row[2] or 1.0) for row in request.capacity_rows]
         cap = self._caps[node]
         if self.order == "fit":
             victims = _greedy_fit(deficit, candidates, cap)

@@ -995,3 +995,24 @@ def test_maskable_ppo_learns_a_few_steps():
     obs, _ = env.reset(seed=BUSY_SEED)
     action, _ = model.predict(obs, action_masks=env.action_masks(), deterministic=True)
     assert env.action_masks()[int(action)]
+
+
+def test_observation_doc_is_generated_from_the_schema():
+    from pathlib import Path
+
+    from schedgym.decision.features import observation_doc
+
+    doc = Path(__file__).resolve().parent.parent / "docs" / "observation.md"
+    assert doc.read_text() == observation_doc(), "run: python -m schedgym.decision.features > docs/observation.md"
+
+
+def test_the_builder_fills_exactly_the_declared_features():
+    """The schema is the only layout: the builder's named values are exactly the declared names, in order."""
+    from schedgym.decision import stepwise
+
+    assert stepwise._HEAD_NAMES == TE_FEATURES + CLUSTER_FEATURES
+    assert stepwise._ROW_NAMES == CANDIDATE_FEATURES
+    env = PreemptionEnv(n_jobs=300)
+    env.reset(seed=0)
+    assert env.observation_space.shape == (N_HEAD + N_ROW * env.config.max_candidates,)
+    assert PreemptionEnv.__doc__ is not None and "`remaining_estimate`" in PreemptionEnv.__doc__

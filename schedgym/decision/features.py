@@ -93,6 +93,25 @@ def observation_table() -> str:
     return "\n".join(lines)
 
 
+def observation_doc() -> str:
+    """The contents of ``docs/observation.md`` (regenerate with ``python -m schedgym.decision.features``)."""
+    return (
+        "# The observation\n\n"
+        "Generated from `schedgym/decision/features.py` by `python -m schedgym.decision.features > "
+        "docs/observation.md`; a test keeps it in step.\n\n"
+        f"A flat `float32` vector of `{N_HEAD} + {len(CANDIDATE_FEATURES)} * max_candidates` values in [0, 1]: "
+        "the waiting TE job, the cluster, then one row per candidate victim (zero rows pad the rest). "
+        "Resources are divided by the largest node's capacity (cluster totals by the cluster's total); "
+        "unbounded times and counts are squashed with `x / (x + scale)`. Duration and remaining-work "
+        "estimates are the true values times a per-job lognormal error with sigma `estimate_noise` "
+        "(default 0.3).\n\n" + observation_table() + "\n"
+    )
+
+
+if __name__ == "__main__":
+    print(observation_doc(), end="")
+
+
 def names(features: tuple[Feature, ...]) -> tuple[str, ...]:
     """The names of a group, in observation order."""
     return tuple(f.name for f in features)

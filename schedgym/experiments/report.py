@@ -188,51 +188,251 @@ def write_csv(path: str, result: ComparisonResult) -> None:
         w.writerows(rows)
 
 
-def write_plot(path: str, result: ComparisonResult) -> None:
-    """Slowdown CDFs per class (all seeds pooled) and a TE-p95 vs BE-p95 scatter with 95% CIs."""
-    try:
-        import matplotlib
+# How the plot shows slowdowns. A slowdown is at least 1 and most jobs sit at 1 (they never waited), so a CDF
+# of slowdown spends its height on jobs that tell the policies apart not at all, and squeezes the differences
+# into the band 0.8-1.0 (on a log x axis starting at 1 it also squeezes TE's whole 1.0-1.3 range into a
+# sliver). The CDF panels therefore show the complementary CDF -- the fraction of jobs whose slowdown exceeds
+# x -- on log-log axes, with x placed by its excess x - 1 (time queued or preempted per unit of run time) and
+# labelled in slowdown. The log y axis spreads the tail from "how many jobs waited at all" (the curve's left
+# end) down to the single worst job (1/n, marked), so p95 and p99 are read where a curve crosses the 0.05 and
+# 0.01 lines; the log excess axis spreads a TE tail that ends at 1.3 as clearly as a BE tail that reaches 300.
+# Excess slowdowns below _EXCESS_FLOOR (0.1% of run time, mostly rounding) count as no delay.
+_EXCESS_FLOOR = 1e-3
+_LABEL_LIMIT = 20
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
+_LINESTYLES = ("-", "--", "-.", ":")
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+
+def _plot_labels(names: list[str]) -> list[str]:
+    """Labels of at most ``_LABEL_LIMIT`` characters (start and end of a long one), kept distinct."""
+    keep = (_LABEL_LIMIT - 1) // 2
+    short = [n if len(n) <= _LABEL_LIMIT else f"{n[:keep]}\u2026{n[-(_LABEL_LIMIT - 1 - keep) :]}" for n in names]
+    return [s if short.count(s) == 1 else f"{s[: _LABEL_LIMIT - 3]}#{i}" for i, s in enumerate(short)]
+
+
+def _slowdown_axis(axis: Any, lo: float, hi: float) -> None:
+    """A log axis of excess slowdown ``x - 1`` over ``[lo, hi]``, its ticks placed at round slowdowns and
+    labelled with the slowdown itself (1.001, 1.01, 1.1, 2, 10, 100, ... or, over a short range, also
+    1.002, 1.003, 1.005, ..., 3, 5, 20, ...)."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+    fine, coarse = [], []
+    for k in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 2):
+        for m in (1, 2, 3, 5):
+            excess = m * 10.0**k if k < 0 else m * 10.0**k - 1  # slowdown 1 + m 10^k below 2, m 10^k above
+            if excess <= 0 or not lo <= excess <= hi:
+                continue
+            fine.append(excess)
+            if m == 1 or (k == 0 and m == 2):
+                coarse.append(excess)
+    ticks = fine if len(fine) <= 7 else coarse
+    axis.set_major_locator(FixedLocator(ticks))
+    axis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{1 + x:.6g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def _tail(slowdown: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The complementary CDF as a post-step curve: excess slowdowns from ``_EXCESS_FLOOR`` on, and the
+    fraction of all jobs whose slowdown exceeds each."""
+    excess = np.sort(slowdown[slowdown - 1 > _EXCESS_FLOOR] - 1)
+    m = excess.size
+    x = np.concatenate([[_EXCESS_FLOOR], excess])
+    y = np.arange(m, -1, -1) / slowdown.size
+    return x, y
+
+
+def _place_labels(fig: Any, ax: Any, points: list[tuple[str, float, float, Any]]) -> None:
+    """Annotate each scatter point with its label, at the first nearby offset where the text stays inside the
+    axes and clear of the other points and labels (a thin leader line joins a label set further away)."""
+    from matplotlib.transforms import Bbox
+
+    fig.canvas.draw()  # lays the figure out, so that positions in pixels are final
+    renderer = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    taken = []
+    for _, x, y, _ in points:
+        px, py = ax.transData.transform((x, y))
+        taken.append(Bbox.from_extents(px - 5, py - 5, px + 5, py + 5))
+    directions = [(1, 1), (1, -1), (-1, 1), (-1, -1), (0, 1), (0, -1), (1, 0), (-1, 0)]
+    candidates = [(r * dx, r * dy) for r in (5, 12, 22, 34) for dx, dy in directions]
+
+    def align(dx: float, dy: float) -> dict[str, str]:
+        return {
+            "ha": "left" if dx > 0 else "right" if dx < 0 else "center",
+            "va": "bottom" if dy > 0 else "top" if dy < 0 else "center",
+        }
+
+    text_style = {"fontsize": 8, "bbox": {"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8}}
+    for label, x, y, color in points:
+        chosen = candidates[0]
+        for dx, dy in candidates:
+            probe = ax.annotate(
+                label, (x, y), xytext=(dx, dy), textcoords="offset points", **align(dx, dy), **text_style
+            )
+            box = probe.get_window_extent(renderer)
+            probe.remove()
+            inside = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
+            if inside and not any(box.overlaps(t) for t in taken):
+                chosen = (dx, dy)
+                break
+        far = max(abs(chosen[0]), abs(chosen[1])) > 5  # a leader line joins a label set further away
+        ann = ax.annotate(
+            label,
+            (x, y),
+            xytext=chosen,
+            textcoords="offset points",
+            color=color,
+            arrowprops={"arrowstyle": "-", "color": color, "lw": 0.6, "shrinkA": 0, "shrinkB": 4} if far else None,
+            **align(*chosen),
+            **text_style,
+        )
+        taken.append(ann.get_window_extent(renderer))
+
+
+def _plot_figure(result: ComparisonResult) -> Any:
+    """The comparison's figure: TE and BE slowdown tails (all seeds pooled) and a TE-p95 vs BE-p95 scatter
+    with 95% CIs, one colour, line style and marker per policy, and one legend below the panels."""
+    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+
+    names = list(result.runs)
+    labels = dict(zip(names, _plot_labels(names), strict=True))
+    cmap = matplotlib.colormaps["tab10" if len(names) <= 10 else "tab20"]
+    style = {
+        name: {
+            "color": cmap(i % cmap.N),
+            "linestyle": _LINESTYLES[i % len(_LINESTYLES)],
+            "marker": _MARKERS[i % len(_MARKERS)],
+        }
+        for i, name in enumerate(names)
+    }
+    # Not pyplot: a figure of its own with an Agg canvas draws headless and leaves the caller's backend alone.
+    fig = Figure(figsize=(15, 5.4), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, 3)
+    for ax, cls in ((axes[0], JobClass.TE), (axes[1], JobClass.BE)):
+        pooled = {
+            n: np.concatenate([r.slowdown[r.job_class == int(cls)] for r in runs]) for n, runs in result.runs.items()
+        }
+        n_jobs = max(sd.size for sd in pooled.values())
+        ax.set_title(f"{cls.name} jobs: slowdown tail ({n_jobs} jobs, seeds pooled)")
+        if n_jobs == 0:
+            ax.text(0.5, 0.5, f"no {cls.name} jobs", transform=ax.transAxes, ha="center", va="center")
+            ax.set_axis_off()
+            continue
+        undelayed = []
+        top = _EXCESS_FLOOR * 10
+        for name, sd in pooled.items():
+            x, y = _tail(sd)
+            if x.size == 1:
+                undelayed.append(labels[name])
+                continue
+            st = style[name]
+            ax.plot(x, y, drawstyle="steps-post", color=st["color"], linestyle=st["linestyle"], lw=1.6)
+            ax.plot(x[-1], y[-2], marker=st["marker"], color=st["color"], ms=6, ls="none")  # the worst job
+            top = max(top, float(x[-1]))
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(_EXCESS_FLOOR, top * 1.6)
+        ax.set_ylim(0.6 / n_jobs, 1.0)
+        _slowdown_axis(ax.xaxis, _EXCESS_FLOOR, top * 1.6)
+        for frac, tag in ((0.05, "p95"), (0.01, "p99")):
+            if frac > 0.6 / n_jobs:
+                ax.axhline(frac, color="0.45", lw=0.8, ls=":")
+                ax.text(1.01, frac, tag, transform=ax.get_yaxis_transform(), fontsize=8, color="0.35", va="center")
+        if undelayed:
+            ax.text(
+                0.02, 0.02, "no job delayed: " + ", ".join(undelayed), transform=ax.transAxes, fontsize=8, va="bottom"
+            )
+        ax.set_xlabel(f"{cls.name} slowdown x  (log scale of x \u2212 1)")
+        ax.set_ylabel(f"fraction of {cls.name} jobs with slowdown > x")
+        ax.grid(True, which="major", alpha=0.3)
+
+    ax = axes[2]
+    summ = result.summary()["policies"]
+    points, extent = [], []
+    for name, e in summ.items():
+        st = style[name]
+        xy, err = [], []
+        for cls in ("te", "be"):
+            v = max(e[cls]["slowdown_p95"] - 1, _EXCESS_FLOOR)
+            half = float(np.nan_to_num(e["ci95"][cls]["slowdown_p95"]))
+            lo, hi = max(v - half, _EXCESS_FLOOR), v + half
+            xy.append(v)
+            err.append([[v - lo], [hi - v]])
+            extent.append((cls, lo, hi))
+        if any(math.isnan(v) for v in xy):
+            continue
+        ax.errorbar(
+            xy[0],
+            xy[1],
+            xerr=err[0],
+            yerr=err[1],
+            fmt=st["marker"],
+            color=st["color"],
+            ms=7,
+            capsize=3,
+            elinewidth=1,
+            label=labels[name],
+        )
+        points.append((labels[name], xy[0], xy[1], st["color"]))
+    for cls, axis, setlim in (("te", ax.xaxis, ax.set_xlim), ("be", ax.yaxis, ax.set_ylim)):
+        lows = [lo for c, lo, _ in extent if c == cls and not math.isnan(lo)]
+        highs = [hi for c, _, hi in extent if c == cls and not math.isnan(hi)]
+        lo, hi = (min(lows), max(highs)) if lows else (_EXCESS_FLOOR, 1.0)
+        pad = max(0.12 * math.log10(hi / lo), 0.15)  # decades, so that a cluster of close points spreads out
+        lo, hi = max(lo / 10**pad, _EXCESS_FLOOR / 1.2), hi * 10**pad
+        (ax.set_xscale if cls == "te" else ax.set_yscale)("log")
+        setlim(lo, hi)
+        _slowdown_axis(axis, lo, hi)
+    ax.set_xlabel("TE slowdown p95  (log scale of p95 \u2212 1)")
+    ax.set_ylabel("BE slowdown p95  (log scale of p95 \u2212 1)")
+    ax.set_title("p95 per policy: mean and 95% CI over seeds")
+    ax.grid(True, which="major", alpha=0.3)
+
+    handles = [Line2D([], [], lw=1.6, markersize=7, label=labels[n], **style[n]) for n in names]
+    cfg = result.config
+    seeds = f"{cfg.seeds} seed" + ("s" if cfg.seeds > 1 else "")
+    if cfg.seeds > 1:
+        seeds += f" ({cfg.first_seed}\u2013{cfg.first_seed + cfg.seeds - 1})"
+    if not result.workloads_vary:
+        seeds += ", every seed replaying the same trace"
+    fig.suptitle(f"Slowdown by policy \u2014 workload {result.workload_name}, cluster {result.cluster.name}, {seeds}")
+    legend = {"handles": handles, "ncol": min(len(handles), 8), "title": "policy", "frameon": False, "fontsize": 9}
+    try:
+        fig.legend(loc="outside lower center", **legend)  # matplotlib >= 3.7: the layout makes room for it
+    except ValueError:  # older: hang it below the figure; savefig(bbox_inches="tight") keeps it in the file
+        fig.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0), **legend)
+    _place_labels(fig, ax, points)
+    return fig
+
+
+def write_plot(path: str, result: ComparisonResult) -> None:
+    """Slowdown tails per class (all seeds pooled) and a TE-p95 vs BE-p95 scatter with 95% CIs.
+
+    The image goes to a temporary file beside ``path`` first and is renamed to it once complete."""
+    try:
+        import matplotlib  # noqa: F401
     except ImportError:
         raise SchedGymError("--plot needs matplotlib: pip install 'schedgym[plot]'") from None
-    summ = result.summary()["policies"]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
-    for ax, cls, label in ((axes[0], JobClass.TE, "TE"), (axes[1], JobClass.BE, "BE")):
-        for name, runs in result.runs.items():
-            sd = np.sort(np.concatenate([r.slowdown[r.job_class == int(cls)] for r in runs]))
-            if sd.size:
-                ax.plot(sd, np.arange(1, sd.size + 1) / sd.size, label=name)
-        ax.set_xscale("log")
-        ax.set_xlabel(f"{label} slowdown")
-        ax.set_ylabel("fraction of jobs")
-        ax.set_title(f"{label} slowdown CDF")
-        ax.grid(True, alpha=0.3)
-    ax = axes[2]
-    for name, e in summ.items():
-        ax.errorbar(
-            e["te"]["slowdown_p95"],
-            e["be"]["slowdown_p95"],
-            xerr=np.nan_to_num(e["ci95"]["te"]["slowdown_p95"]),
-            yerr=np.nan_to_num(e["ci95"]["be"]["slowdown_p95"]),
-            fmt="o",
-            capsize=3,
-            label=name,
-        )
-    ax.set_xscale("log")
-    ax.set_xlabel("TE slowdown p95")
-    ax.set_ylabel("BE slowdown p95")
-    ax.set_title("p95 per policy (mean, 95% CI over seeds)")
-    ax.grid(True, alpha=0.3)
-    axes[0].legend(fontsize=8)
-    fig.suptitle(f"workload {result.workload_name}, cluster {result.cluster.name}, {result.config.seeds} seeds")
-    fig.tight_layout()
+    fig = _plot_figure(result)
+    target = Path(path)
+    fmt = target.suffix[1:].lower() or None  # None: matplotlib's default (png)
+    tmp = None
     try:
-        fig.savefig(path, dpi=120)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        with os.fdopen(fd, "wb") as fh:
+            fig.savefig(fh, format=fmt, dpi=120, bbox_inches="tight")
+        os.replace(tmp, target)
+        tmp = None
     except OSError as exc:
-        raise SchedGymError(f"cannot write {path}: {exc.strerror}") from None
+        raise SchedGymError(f"cannot write {path}: {exc.strerror or exc}") from None
     except ValueError as exc:  # matplotlib's answer to a file type it does not write
         raise SchedGymError(f"cannot write {path}: {exc}") from None
     finally:
-        plt.close(fig)
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        fig.clear()

@@ -26,7 +26,7 @@ def covers(have: Sequence[float], need: Sequence[float]) -> bool:
 
 def fits_on(avail: np.ndarray, need: np.ndarray) -> np.ndarray:
     """Per row of ``avail`` (shape (n, 3)), whether ``need`` (shape (3,)) fits there (bool, shape (n,))."""
-    return (avail >= need - EPS).all(axis=-1)
+    return np.asarray((avail >= need - EPS).all(axis=-1))
 
 
 def total_demand(demands: Iterable[Sequence[float]]) -> Vec:
