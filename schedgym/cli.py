@@ -72,7 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"comma-separated policies: {', '.join(policy_names())} (ppo is the bundled learned agent), or "
         "NAME:PATH for an agent saved by 'schedgym train', shown as NAME (default: fifo,priority,k8s,fitgpp,ppo)",
     )
-    cmp.add_argument("--seeds", type=_positive_int, default=20, help="number of workloads/seeds (default: 20)")
+    cmp.add_argument(
+        "--seeds",
+        type=_positive_int,
+        default=0,
+        help="number of workloads/seeds (default: 20, or every test window of a bundled trace that has fewer)",
+    )
     cmp.add_argument("--first-seed", type=_nonneg_int, default=0, help="first seed (default: 0)")
     cmp.add_argument("--jobs", type=_positive_int, default=None, help="jobs per synthetic workload")
     cmp.add_argument("--max-preemptions", type=_nonneg_int, default=1, help="cap P on preemptions per job (default: 1)")

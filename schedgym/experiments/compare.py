@@ -41,8 +41,9 @@ class CompareConfig:
     """path to a trace CSV; every seed then replays the same trace"""
     cluster: str | None = None
     """cluster preset name or path to a cluster CSV (None: the workload's own, 'paper' for synthetic ones)"""
-    seeds: int = 20
-    """number of workloads (seeds first_seed, first_seed+1, ...)"""
+    seeds: int = 0
+    """number of workloads (seeds first_seed, first_seed+1, ...); 0: 20, or every test window of a bundled
+    trace that has fewer"""
     first_seed: int = 0
     """first seed"""
     n_jobs: int | None = None
@@ -60,6 +61,10 @@ class CompareConfig:
                 f"Expected distinct policies, got {list(self.policies)}: two are labelled {dup!r} "
                 "(give a saved agent its own NAME:PATH)"
             )
+        if self.seeds == 0 and not isinstance(self.seeds, bool):
+            available_windows = self.source.n_evaluation("test") if self.trace is None and self.workload else None
+            default = 20 if available_windows is None else max(0, min(20, available_windows - self.first_seed))
+            object.__setattr__(self, "seeds", default)
         for name in ("seeds", "first_seed"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < (1 if name == "seeds" else 0):
@@ -192,7 +197,7 @@ def load_workloads(config: CompareConfig, cluster: ClusterSpec) -> list[Workload
     source = config.source
     if source.kind == "file":
         wl = source.evaluation("test", 0, cluster)  # read and checked once, replayed for every seed
-        return [wl] * config.seeds
+        return [wl] * len(config.seed_list)
     return [source.evaluation("test", seed, cluster) for seed in config.seed_list]
 
 
