@@ -154,7 +154,7 @@ def test_fitgpp_rejects(kwargs, expected, actual):
     [
         ({"policies": ()}, "at least one policy", "none"),
         ({"policies": ("fifo", "fifo")}, "distinct", "['fifo', 'fifo']"),
-        ({"seeds": 0}, "seeds > 0", "0"),
+        ({"seeds": -1}, "seeds > 0", "-1"),
         ({"first_seed": -1}, "first_seed >= 0", "-1"),
         ({"n_jobs": 0}, "n_jobs", "0"),
         ({"workload": None, "trace": None}, "a workload name or a trace path", ""),
@@ -185,3 +185,9 @@ def test_compare_config_rejects_unknown_policy_at_construction():
 )
 def test_cluster_rejects(factory, expected, actual):
     expect_config_error(factory, expected, actual)
+
+
+def test_compare_seeds_default_to_20_or_every_test_window():
+    assert CompareConfig(policies=("fifo",)).seeds == 20
+    assert CompareConfig(policies=("fifo",), workload="philly").seeds == 7
+    assert CompareConfig(policies=("fifo",), workload="philly", first_seed=5).seeds == 2
