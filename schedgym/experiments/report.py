@@ -35,6 +35,7 @@ def atomic_open(path: str | Path, newline: str | None = None) -> Iterator[IO[str
     try:
         with os.fdopen(fd, "w", newline=newline, encoding="utf-8") as fh:
             yield fh
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual permissions
         os.replace(tmp, path)
     except OSError as exc:
         with contextlib.suppress(OSError):
@@ -212,20 +213,21 @@ def _plot_labels(names: list[str]) -> list[str]:
 
 def _slowdown_axis(axis: Any, lo: float, hi: float) -> None:
     """A log axis of excess slowdown ``x - 1`` over ``[lo, hi]``, its ticks placed at round slowdowns and
-    labelled with the slowdown itself (1.001, 1.01, 1.1, 2, 10, 100, ... or, over a short range, also
-    1.002, 1.003, 1.005, ..., 3, 5, 20, ...)."""
+    labelled with the slowdown itself (1.001, 1.01, 1.1, 2, 10, 100, ...; more of them over a short range)."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
-    fine, coarse = [], []
-    for k in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 2):
-        for m in (1, 2, 3, 5):
-            excess = m * 10.0**k if k < 0 else m * 10.0**k - 1  # slowdown 1 + m 10^k below 2, m 10^k above
-            if excess <= 0 or not lo <= excess <= hi:
-                continue
-            fine.append(excess)
-            if m == 1 or (k == 0 and m == 2):
-                coarse.append(excess)
-    ticks = fine if len(fine) <= 7 else coarse
+    decades = range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 2)
+    ticks: list[float] = []
+    for mantissas in (tuple(range(1, 10)), (1, 2, 3, 5), (1, 3), (1, 2)):  # the finest with at most 8 ticks
+        ticks = []
+        for k in decades:
+            for m in mantissas:
+                # slowdown 1 + m 10^k below 2, m 10^k from 2 on; the coarsest set takes 2 from the (1, 2) pair
+                excess = m * 10.0**k if k < 0 else m * 10.0**k - 1
+                if lo <= excess <= hi and (mantissas != (1, 2) or m == 1 or k == 0):
+                    ticks.append(excess)
+        if len(ticks) <= 8:
+            break
     axis.set_major_locator(FixedLocator(ticks))
     axis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{1 + x:.6g}"))
     axis.set_minor_formatter(NullFormatter())
@@ -289,6 +291,14 @@ def _place_labels(fig: Any, ax: Any, points: list[tuple[str, float, float, Any]]
         taken.append(ann.get_window_extent(renderer))
 
 
+def _outside_legends() -> bool:
+    """Whether this matplotlib places a figure legend "outside" the panels (3.7 and later)."""
+    import matplotlib
+
+    major, minor = (int("".join(c for c in p if c.isdigit()) or 0) for p in matplotlib.__version__.split(".")[:2])
+    return (major, minor) >= (3, 7)
+
+
 def _plot_figure(result: ComparisonResult) -> Any:
     """The comparison's figure: TE and BE slowdown tails (all seeds pooled) and a TE-p95 vs BE-p95 scatter
     with 95% CIs, one colour, line style and marker per policy, and one legend below the panels."""
@@ -300,7 +310,7 @@ def _plot_figure(result: ComparisonResult) -> Any:
     names = list(result.runs)
     labels = dict(zip(names, _plot_labels(names), strict=True))
     cmap = matplotlib.colormaps["tab10" if len(names) <= 10 else "tab20"]
-    style = {
+    style: dict[str, dict[str, Any]] = {
         name: {
             "color": cmap(i % cmap.N),
             "linestyle": _LINESTYLES[i % len(_LINESTYLES)],
@@ -317,7 +327,8 @@ def _plot_figure(result: ComparisonResult) -> Any:
             n: np.concatenate([r.slowdown[r.job_class == int(cls)] for r in runs]) for n, runs in result.runs.items()
         }
         n_jobs = max(sd.size for sd in pooled.values())
-        ax.set_title(f"{cls.name} jobs: slowdown tail ({n_jobs} jobs, seeds pooled)")
+        pooled_note = ", seeds pooled" if result.config.seeds > 1 else ""
+        ax.set_title(f"{cls.name} jobs: slowdown tail ({n_jobs} jobs{pooled_note})")
         if n_jobs == 0:
             ax.text(0.5, 0.5, f"no {cls.name} jobs", transform=ax.transAxes, ha="center", va="center")
             ax.set_axis_off()
@@ -352,19 +363,21 @@ def _plot_figure(result: ComparisonResult) -> Any:
 
     ax = axes[2]
     summ = result.summary()["policies"]
-    points, extent = [], []
+    points = []
+    spans: dict[str, list[tuple[float, float, float]]] = {"te": [], "be": []}  # (mean, CI low, CI high)
     for name, e in summ.items():
-        st = style[name]
+        means = [e[k]["slowdown_p95"] for k in ("te", "be")]
+        if any(math.isnan(m) for m in means):  # a class without jobs has no p95
+            continue
         xy, err = [], []
-        for cls in ("te", "be"):
-            v = max(e[cls]["slowdown_p95"] - 1, _EXCESS_FLOOR)
-            half = float(np.nan_to_num(e["ci95"][cls]["slowdown_p95"]))
+        for key, mean in zip(("te", "be"), means, strict=True):
+            v = max(mean - 1, _EXCESS_FLOOR)
+            half = float(np.nan_to_num(e["ci95"][key]["slowdown_p95"]))
             lo, hi = max(v - half, _EXCESS_FLOOR), v + half
             xy.append(v)
             err.append([[v - lo], [hi - v]])
-            extent.append((cls, lo, hi))
-        if any(math.isnan(v) for v in xy):
-            continue
+            spans[key].append((v, lo, hi))
+        st = style[name]
         ax.errorbar(
             xy[0],
             xy[1],
@@ -378,19 +391,32 @@ def _plot_figure(result: ComparisonResult) -> Any:
             label=labels[name],
         )
         points.append((labels[name], xy[0], xy[1], st["color"]))
-    for cls, axis, setlim in (("te", ax.xaxis, ax.set_xlim), ("be", ax.yaxis, ax.set_ylim)):
-        lows = [lo for c, lo, _ in extent if c == cls and not math.isnan(lo)]
-        highs = [hi for c, _, hi in extent if c == cls and not math.isnan(hi)]
-        lo, hi = (min(lows), max(highs)) if lows else (_EXCESS_FLOOR, 1.0)
-        pad = max(0.12 * math.log10(hi / lo), 0.15)  # decades, so that a cluster of close points spreads out
+    for key, axis in (("te", ax.xaxis), ("be", ax.yaxis)):
+        if spans[key]:
+            # Every interval in view, except that one reaching more than a decade past the points (a wide CI
+            # from few seeds, whose low end on a log axis is 0) runs off the edge rather than squash them.
+            vals = [v for v, _, _ in spans[key]]
+            lo = max(min(lo for _, lo, _ in spans[key]), min(vals) / 10)
+            hi = min(max(hi for _, _, hi in spans[key]), max(vals) * 10)
+        else:
+            lo, hi = _EXCESS_FLOOR, 1.0
+        span = math.log10(hi / lo)
+        pad = max(0.12 * span, 0.15, (0.6 - span) / 2)  # decades: at least 0.6 in view, for two ticks or more
         lo, hi = max(lo / 10**pad, _EXCESS_FLOOR / 1.2), hi * 10**pad
-        (ax.set_xscale if cls == "te" else ax.set_yscale)("log")
-        setlim(lo, hi)
+        if key == "te":
+            ax.set_xscale("log")
+            ax.set_xlim(lo, hi)
+        else:
+            ax.set_yscale("log")
+            ax.set_ylim(lo, hi)
         _slowdown_axis(axis, lo, hi)
     ax.set_xlabel("TE slowdown p95  (log scale of p95 \u2212 1)")
     ax.set_ylabel("BE slowdown p95  (log scale of p95 \u2212 1)")
-    ax.set_title("p95 per policy: mean and 95% CI over seeds")
+    ax.set_title("p95 per policy: " + ("mean and 95% CI over seeds" if result.config.seeds > 1 else "one seed, no CI"))
     ax.grid(True, which="major", alpha=0.3)
+    if not points:
+        ax.text(0.5, 0.5, "needs both TE and BE jobs", transform=ax.transAxes, ha="center", va="center")
+        ax.set_axis_off()
 
     handles = [Line2D([], [], lw=1.6, markersize=7, label=labels[n], **style[n]) for n in names]
     cfg = result.config
@@ -401,12 +427,18 @@ def _plot_figure(result: ComparisonResult) -> Any:
         seeds += ", every seed replaying the same trace"
     fig.suptitle(f"Slowdown by policy \u2014 workload {result.workload_name}, cluster {result.cluster.name}, {seeds}")
     legend = {"handles": handles, "ncol": min(len(handles), 8), "title": "policy", "frameon": False, "fontsize": 9}
-    try:
-        fig.legend(loc="outside lower center", **legend)  # matplotlib >= 3.7: the layout makes room for it
-    except ValueError:  # older: hang it below the figure; savefig(bbox_inches="tight") keeps it in the file
+    if _outside_legends():
+        fig.legend(loc="outside lower center", **legend)  # the layout makes room for it below the panels
+    else:  # hang it below the figure; write_plot's savefig(bbox_inches="tight") keeps it in the file
         fig.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0), **legend)
     _place_labels(fig, ax, points)
     return fig
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)  # reading the umask means setting it; put it straight back
+    os.umask(mask)
+    return mask
 
 
 def write_plot(path: str, result: ComparisonResult) -> None:
@@ -414,25 +446,34 @@ def write_plot(path: str, result: ComparisonResult) -> None:
 
     The image goes to a temporary file beside ``path`` first and is renamed to it once complete."""
     try:
-        import matplotlib  # noqa: F401
+        import matplotlib
+        from matplotlib.backend_bases import FigureCanvasBase
     except ImportError:
         raise SchedGymError("--plot needs matplotlib: pip install 'schedgym[plot]'") from None
-    fig = _plot_figure(result)
     target = Path(path)
-    fmt = target.suffix[1:].lower() or None  # None: matplotlib's default (png)
-    tmp = None
+    fmt = target.suffix[1:].lower() or matplotlib.rcParams["savefig.format"]
+    if fmt not in FigureCanvasBase.get_supported_filetypes():  # before drawing anything
+        raise SchedGymError(f"cannot write {path}: matplotlib does not write .{fmt} files (use .png, .pdf or .svg)")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        with os.fdopen(fd, "wb") as fh:
-            fig.savefig(fh, format=fmt, dpi=120, bbox_inches="tight")
-        os.replace(tmp, target)
-        tmp = None
     except OSError as exc:
         raise SchedGymError(f"cannot write {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:  # matplotlib's answer to a file type it does not write
+    fig = None
+    done = False
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fig = _plot_figure(result)
+            fig.savefig(fh, format=fmt, dpi=120, bbox_inches=None if _outside_legends() else "tight")
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600, made what a plain open() would have given
+        os.replace(tmp, target)
+        done = True
+    except OSError as exc:
+        raise SchedGymError(f"cannot write {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # matplotlib's answer to a file type it cannot write after all
         raise SchedGymError(f"cannot write {path}: {exc}") from None
     finally:
-        if tmp is not None:
+        if not done:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
-        fig.clear()
+        if fig is not None:
+            fig.clear()

@@ -1,0 +1,80 @@
+"""The comparison plot: written as PNG and SVG, legend clear of the data, scatter points labelled."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+pytest.importorskip("matplotlib")
+
+from matplotlib.text import Annotation  # noqa: E402
+
+from schedgym.errors import SchedGymError  # noqa: E402
+from schedgym.experiments.compare import CompareConfig, ComparisonResult, run_comparison  # noqa: E402
+from schedgym.experiments.report import _plot_figure, _plot_labels, write_plot  # noqa: E402
+
+LONG = "mine:/home/someone/experiments/2024-06-01/run-with-a-long-name/best_model.zip"
+
+
+@pytest.fixture(scope="module")
+def result() -> ComparisonResult:
+    return run_comparison(CompareConfig(policies=("fifo", "fitgpp"), seeds=2, n_jobs=200), progress=False)
+
+
+def _renamed(result: ComparisonResult, old: str, new: str) -> ComparisonResult:
+    def rename(d: dict) -> dict:
+        return {new if k == old else k: v for k, v in d.items()}
+
+    return dataclasses.replace(result, runs=rename(result.runs), wall_time=rename(result.wall_time))
+
+
+def test_writes_png_and_svg(result, tmp_path):
+    png, svg = tmp_path / "cmp.png", tmp_path / "cmp.svg"
+    write_plot(str(png), result)
+    write_plot(str(svg), result)
+    assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert "<svg" in svg.read_text(encoding="utf-8")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cmp.png", "cmp.svg"]  # no temporary file left
+
+
+def test_unknown_file_type_is_an_error_and_leaves_nothing(result, tmp_path):
+    with pytest.raises(SchedGymError, match="cannot write"):
+        write_plot(str(tmp_path / "cmp.xyz"), result)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unwritable_folder_is_an_error(result, tmp_path):
+    with pytest.raises(SchedGymError, match="cannot write"):
+        write_plot(str(tmp_path / "missing" / "cmp.png"), result)
+
+
+def test_one_legend_outside_every_axes_and_labelled_scatter_points(result):
+    fig = _plot_figure(_renamed(result, "fitgpp", LONG))
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    assert len(fig.legends) == 1 and not any(ax.get_legend() for ax in fig.axes)
+    legend = fig.legends[0]
+    labels = [t.get_text() for t in legend.get_texts()]
+    assert labels[0] == "fifo" and len(labels) == 2
+    assert len(labels[1]) <= 20 and labels[1].startswith("mine:") and labels[1].endswith(".zip")
+    box = legend.get_window_extent(renderer)
+    for ax in fig.axes:
+        assert not box.overlaps(ax.get_window_extent(renderer)), ax.get_title()
+
+    scatter = fig.axes[2]
+    annotations = [t for t in scatter.texts if isinstance(t, Annotation)]
+    assert len(scatter.containers) == 2
+    for container in scatter.containers:
+        (x, y) = container.lines[0].get_xydata()[0]
+        matching = [a for a in annotations if a.get_text() == container.get_label()]
+        assert len(matching) == 1, container.get_label()
+        assert matching[0].xy == pytest.approx((x, y))
+    assert {c.get_label() for c in scatter.containers} == set(labels)
+
+
+def test_short_labels_stay_distinct():
+    names = ["fifo", LONG, LONG.replace("mine", "mind")]
+    short = _plot_labels(names)
+    assert short[0] == "fifo"
+    assert all(len(s) <= 20 for s in short) and len(set(short)) == 3
