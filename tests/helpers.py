@@ -134,6 +134,24 @@ class _JobView:
         return getattr(self._r, name)[self._i].item()
 
 
+def play_episode(env, obs: np.ndarray, act) -> tuple[int, float]:  # noqa: ANN001
+    """Step ``env`` with ``act(obs) -> action`` from ``obs`` until the episode ends (it must not be truncated).
+
+    The one loop the tests use to drive an environment with an agent; returns (steps, summed reward). An
+    episode with no decision pending is over already: no step is taken.
+    """
+    steps, total = 0, 0.0
+    if env.unwrapped.pending_request is None:
+        return steps, total
+    terminated = False
+    while not terminated:
+        obs, reward, terminated, truncated, _ = env.step(act(obs))
+        assert not truncated, "the episode was truncated before the workload drained"
+        steps += 1
+        total += float(reward)
+    return steps, total
+
+
 def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """Run ``python -m schedgym.cli ARGS`` in a fresh interpreter, as a user's shell would."""
     return subprocess.run(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import be, te
+from helpers import be, play_episode, te
 
 from agents import Agent, HeuristicAgent
 from schedgym.envs import PreemptionEnv
@@ -25,15 +25,7 @@ SEEDS = [0, 1]
 
 def play(agent: HeuristicAgent, env: PreemptionEnv, obs: np.ndarray) -> int:
     """Let the agent act until the episode ends; returns the number of steps."""
-    steps = 0
-    if env.pending_request is None:
-        return steps
-    terminated = False
-    while not terminated:
-        action, _ = agent.predict(obs)
-        obs, _, terminated, truncated, _ = env.step(action)
-        assert not truncated
-        steps += 1
+    steps, _ = play_episode(env, obs, lambda o: agent.predict(o)[0])
     return steps
 
 
@@ -124,11 +116,7 @@ def test_agent_works_through_a_wrapper():
     env = gym.make("schedgym/Preemption-v0", max_candidates=400)  # TimeLimit, OrderEnforcing, env checker
     obs, _ = env.reset(options={"workload_seed": 0})
     agent = HeuristicAgent("fitgpp", env, rng=np.random.default_rng(np.random.SeedSequence([0, 1])))
-    terminated = False
-    while not terminated:
-        action, _ = agent.predict(obs)
-        obs, _, terminated, truncated, _ = env.step(action)
-        assert not truncated
+    play_episode(env, obs, lambda o: agent.predict(o)[0])
     assert_same_run(env.unwrapped.sim.result(), in_simulator("fitgpp", 0, n_jobs=1000))
 
 

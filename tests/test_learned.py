@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import run_cli
+from helpers import play_episode, run_cli
 
 pytest.importorskip("sb3_contrib")
 
@@ -318,14 +318,11 @@ def test_an_agent_decides_alike_in_the_simulator_and_in_the_environment(trained)
         wl = generate(preset("paper", n_jobs=200, load=1.3), cluster, np.random.default_rng(seed))
         env = gym.make("schedgym/Preemption-v0", **kwargs)
         obs, _ = env.reset(seed=seed, options={"workload": wl})  # estimate noise from default_rng(seed)
-        total, done = 0.0, False
-        while not done:
-            action = agent.network.act(obs, env.unwrapped.action_masks())
-            obs, reward, terminated, truncated, _ = env.step(action)
-            total += reward
-            done = terminated or truncated
+        masks = env.unwrapped.action_masks
+        steps, total = play_episode(env, obs, lambda o, masks=masks: agent.network.act(o, masks()))
         through_env = env.unwrapped.sim.result()
         in_sim = run_policy(agent, cluster, wl, rng=np.random.default_rng(seed))
+        assert agent.n_actions == steps > 0  # the same decisions, and there were some
         np.testing.assert_array_equal(in_sim.completion, through_env.completion)
         np.testing.assert_array_equal(in_sim.preemptions, through_env.preemptions)
         assert episode_return(in_sim, env_config("schedgym/Preemption-v0", kwargs)) == pytest.approx(total, rel=1e-9)
