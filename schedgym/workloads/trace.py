@@ -38,6 +38,7 @@ from schedgym._csvio import read_text
 from schedgym.errors import ConfigError, TraceError
 from schedgym.sim.cluster import ClusterSpec
 from schedgym.sim.job import DEFAULT_GRACE_PERIOD, JobClass, JobSpec
+from schedgym.sim.resources import EPS, fits_on
 
 REQUIRED_COLUMNS = ("job_id", "submit_time", "duration", "gpus", "class")
 OPTIONAL_DEFAULTS: dict[str, float] = {"cpus": 0.0, "mem_gb": 0.0, "nodes": 1, "grace_period": DEFAULT_GRACE_PERIOD}
@@ -112,7 +113,7 @@ class Workload:
         cap = cluster.capacity
         for i, job in enumerate(self.jobs):
             member = np.array(job.member_demand)
-            fits = (cap >= member - 1e-9).all(axis=1)
+            fits = fits_on(cap, member)
             if int(fits.sum()) >= job.gang_size:
                 continue
             line = self.lines[i] if self.lines else None
@@ -126,7 +127,7 @@ class Workload:
                     **where,
                 )
             for r, col in enumerate(("gpus", "cpus", "mem_gb")):
-                if member[r] > cap[:, r].max() + 1e-9:
+                if member[r] > cap[:, r].max() + EPS:
                     raise TraceError(
                         f"job {job.job_id!r} is larger than every node of cluster {cluster.name!r} "
                         f"({col} per node: needs {member[r]:g}, largest node has {cap[:, r].max():g})",

@@ -56,6 +56,7 @@ from schedgym._csvio import read_text
 from schedgym.errors import ConfigError, TraceError
 from schedgym.sim.cluster import ClusterSpec, NodeSpec
 from schedgym.sim.job import JobClass, JobSpec
+from schedgym.sim.resources import fits_on
 from schedgym.workloads.convert._rules import check_nonnegative, check_window, finish
 from schedgym.workloads.convert.report import ConversionReport
 from schedgym.workloads.trace import Workload
@@ -242,7 +243,7 @@ def convert_alibaba2023(
             else:
                 job_class = JobClass.BE
                 changes.append("long-running service (qos not BE, duration > te_max_duration) taken as BE")
-            if cap is not None and not (cap >= np.array([gpus, cpus, mem_gb]) - 1e-9).all(axis=1).any():
+            if cap is not None and not fits_on(cap, np.array([gpus, cpus, mem_gb])).any():
                 report.drop("fits no node of the cluster", line)
                 continue
             seen.add(name)
