@@ -19,7 +19,7 @@ from schedgym.errors import IllegalDecisionError, SchedGymError
 from schedgym.sim.cluster import ClusterSpec, resolve_cluster
 from schedgym.sim.job import Job
 from schedgym.sim.policy import DECLINE, PreemptionRequest
-from schedgym.sim.simulator import Simulator
+from schedgym.sim.simulator import SimConfig, Simulator
 from schedgym.workloads.trace import Workload
 
 
@@ -95,11 +95,14 @@ class PreemptionEnv(gym.Env):
         ## Arguments
         ``PreemptionEnv(config=None, render_mode=None, **overrides)``: ``config`` is an
         :class:`~schedgym.envs.EnvConfig`; keyword overrides replace its fields (``gymnasium.make(id,
-        n_jobs=1000)``). ``render_mode``: ``"ansi"`` (text: nodes, queue, the decision) or ``"rgb_array"``
-        (node occupancy image).
+        n_jobs=1000)``); the simulator's rules are the field ``sim`` (a :class:`~schedgym.sim.SimConfig` or a
+        dict of its fields: ``gymnasium.make(id, sim={"max_preemptions": 2})``). ``render_mode``: ``"ansi"``
+        (text: nodes, queue, the decision) or ``"rgb_array"`` (node occupancy image).
 
         ## Version History
-        * v0: initial release.
+        * v0: initial release. Later, within v0 (observations, actions, rewards and episodes unchanged, checked
+          bit for bit): the simulator's rules moved from flat arguments into ``sim``, and the features
+          ``free_*`` were renamed ``unused_*``.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
@@ -108,7 +111,9 @@ class PreemptionEnv(gym.Env):
         base = config if config is not None else EnvConfig()
         unknown = sorted(set(overrides) - set(EnvConfig.field_names()))
         if unknown:
-            raise SchedGymError(f"Unknown PreemptionEnv arguments {unknown}; expected fields of EnvConfig")
+            sim_fields = sorted(set(unknown) & set(SimConfig.__dataclass_fields__))
+            hint = f" (simulator rules go in sim={{...}}: sim={{{sim_fields[0]!r}: ...}})" if sim_fields else ""
+            raise SchedGymError(f"Unknown PreemptionEnv arguments {unknown}; expected fields of EnvConfig{hint}")
         self.config = replace(base, **overrides) if overrides else base
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise SchedGymError(f"Expected render_mode in {self.metadata['render_modes']} or None, got {render_mode!r}")
