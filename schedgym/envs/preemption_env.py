@@ -41,68 +41,68 @@ class MaskedDiscrete(spaces.Discrete):
 class PreemptionEnv(gym.Env):
     """Preemptive scheduling of TE and BE jobs on a DL cluster; the agent decides preemptions.
 
-        ## Description
-        A discrete-event simulation of a GPU cluster (``schedgym.sim``) runs a workload of trial-and-error (TE)
-        and best-effort (BE) jobs under a queue discipline. Whenever a pending TE job cannot be placed, the
-        simulator asks who to preempt; this environment hands that question to the agent. Simulated time between
-        decisions is skipped (event-driven). Victims are chosen one at a time: if the TE job still does not fit
-        after a victim, the next decision is for the same TE job with the candidates restricted to what can
-        complete that placement (the victim's node, for a single-node job). Victims are preempted only when the
-        set is complete; choosing 0 before that abandons the attempt and nobody is preempted.
+    ## Description
+    A discrete-event simulation of a GPU cluster (``schedgym.sim``) runs a workload of trial-and-error (TE)
+    and best-effort (BE) jobs under a queue discipline. Whenever a pending TE job cannot be placed, the
+    simulator asks who to preempt; this environment hands that question to the agent. Simulated time between
+    decisions is skipped (event-driven). Victims are chosen one at a time: if the TE job still does not fit
+    after a victim, the next decision is for the same TE job with the candidates restricted to what can
+    complete that placement (the victim's node, for a single-node job). Victims are preempted only when the
+    set is complete; choosing 0 before that abandons the attempt and nobody is preempted.
 
-        ## Action Space
-        ``Discrete(max_candidates + 1)``: 0 = preempt nothing (the TE job waits; it is offered again after the
-        cluster gains resources or candidates); ``i >= 1`` = preempt candidate row ``i - 1``. Rows are running
-        preemptible BE jobs (fewer than ``max_preemptions`` preemptions) on nodes where the TE job could fit once
-        they are gone; a gang job appears once per node it occupies. Order (policy-neutral): round-robin over
-        the feasible nodes in node order, each node's candidates by job index; rows beyond ``max_candidates``
-        are cut from the end of that order, so every feasible node keeps its first candidates. Legal actions:
-        0 and the rows present. ``action_masks()`` (read by sb3-contrib's MaskablePPO) and
-        ``info["action_mask"]`` give them; ``action_space.sample()`` draws only legal ones; an illegal action
-        raises :class:`~schedgym.errors.IllegalDecisionError` naming it and the legal set.
+    ## Action Space
+    ``Discrete(max_candidates + 1)``: 0 = preempt nothing (the TE job waits; it is offered again after the
+    cluster gains resources or candidates); ``i >= 1`` = preempt candidate row ``i - 1``. Rows are running
+    preemptible BE jobs (fewer than ``max_preemptions`` preemptions) on nodes where the TE job could fit once
+    they are gone; a gang job appears once per node it occupies. Order (policy-neutral): round-robin over
+    the feasible nodes in node order, each node's candidates by job index; rows beyond ``max_candidates``
+    are cut from the end of that order, so every feasible node keeps its first candidates. Legal actions:
+    0 and the rows present. ``action_masks()`` (read by sb3-contrib's MaskablePPO) and
+    ``info["action_mask"]`` give them; ``action_space.sample()`` draws only legal ones; an illegal action
+    raises :class:`~schedgym.errors.IllegalDecisionError` naming it and the legal set.
 
-        ## Observation Space
-        ``Box(0, 1, (20 + 13 * max_candidates,), float32)``, built from the decision at hand (no copy of the
-        cluster state). Resources are divided by the largest node's capacity; times are squashed with
-        ``t / (t + scale)``. The layout (generated from :mod:`schedgym.decision.features`):
+    ## Observation Space
+    ``Box(0, 1, (20 + 13 * max_candidates,), float32)``, built from the decision at hand (no copy of the
+    cluster state). Resources are divided by the largest node's capacity; times are squashed with
+    ``t / (t + scale)``. The layout (generated from :mod:`schedgym.decision.features`):
 
     {observation_table}
 
-        The remaining-work and duration estimates are true values times a per-job lognormal error with sigma
-        ``estimate_noise`` (default 0.3, drawn at reset from ``np_random``): real schedulers know durations only
-        approximately. Padded rows are all zeros.
+    The remaining-work and duration estimates are true values times a per-job lognormal error with sigma
+    ``estimate_noise`` (default 0.3, drawn at reset from ``np_random``): real schedulers know durations only
+    approximately. Padded rows are all zeros.
 
-        ## Rewards
-        A weighted sum of named parts, each reported in ``info["reward_parts"]``: ``te_slowdown`` and
-        ``be_slowdown`` = minus the slowdown accrued since the previous step by every job in the system, a job
-        accruing ``1/duration`` per second (``1/max(duration, 10 s)`` with ``reward="bounded_slowdown"``),
-        times ``te_weight`` / ``be_weight``; ``preemption`` = minus ``preemption_cost`` per job preempted at this
-        step. With the default reward the undiscounted return of a finished episode equals minus the weighted
-        sum of job slowdowns (tested). Time before the first decision counts in the first step.
+    ## Rewards
+    A weighted sum of named parts, each reported in ``info["reward_parts"]``: ``te_slowdown`` and
+    ``be_slowdown`` = minus the slowdown accrued since the previous step by every job in the system, a job
+    accruing ``1/duration`` per second (``1/max(duration, 10 s)`` with ``reward="bounded_slowdown"``),
+    times ``te_weight`` / ``be_weight``; ``preemption`` = minus ``preemption_cost`` per job preempted at this
+    step. With the default reward the undiscounted return of a finished episode equals minus the weighted
+    sum of job slowdowns (tested). Time before the first decision counts in the first step.
 
-        ## Starting State
-        ``reset(seed=...)`` draws a fresh workload of ``n_jobs`` jobs from ``np_random`` (synthetic preset) or a
-        random window of the trace, then runs the simulation to the first decision. ``options`` can pin the
-        workload: ``{"workload": Workload}``, ``{"workload_seed": s}`` (the same workload that
-        ``schedgym compare`` uses for seed ``s``) or, for a trace, ``{"window_start": i}``.
+    ## Starting State
+    ``reset(seed=...)`` draws a fresh workload of ``n_jobs`` jobs from ``np_random`` (synthetic preset) or a
+    random window of the trace, then runs the simulation to the first decision. ``options`` can pin the
+    workload: ``{"workload": Workload}``, ``{"workload_seed": s}`` (the same workload that
+    ``schedgym compare`` uses for seed ``s``) or, for a trace, ``{"window_start": i}``.
 
-        ## Episode End
-        ``terminated`` when the workload has drained (the last step's reward includes everything until then);
-        ``truncated`` only from ``max_episode_steps`` (TimeLimit). Requests where no victim is possible are
-        declined without asking the agent (they offer no choice); an episode may thus have no decision at all,
-        in which case the first step (any legal action, i.e. 0) ends it.
+    ## Episode End
+    ``terminated`` when the workload has drained (the last step's reward includes everything until then);
+    ``truncated`` only from ``max_episode_steps`` (TimeLimit). Requests where no victim is possible are
+    declined without asking the agent (they offer no choice); an episode may thus have no decision at all,
+    in which case the first step (any legal action, i.e. 0) ends it.
 
-        ## Arguments
-        ``PreemptionEnv(config=None, render_mode=None, **overrides)``: ``config`` is an
-        :class:`~schedgym.envs.EnvConfig`; keyword overrides replace its fields (``gymnasium.make(id,
-        n_jobs=1000)``); the simulator's rules are the field ``sim`` (a :class:`~schedgym.sim.SimConfig` or a
-        dict of its fields: ``gymnasium.make(id, sim={"max_preemptions": 2})``). ``render_mode``: ``"ansi"``
-        (text: nodes, queue, the decision) or ``"rgb_array"`` (node occupancy image).
+    ## Arguments
+    ``PreemptionEnv(config=None, render_mode=None, **overrides)``: ``config`` is an
+    :class:`~schedgym.envs.EnvConfig`; keyword overrides replace its fields (``gymnasium.make(id,
+    n_jobs=1000)``); the simulator's rules are the field ``sim`` (a :class:`~schedgym.sim.SimConfig` or a
+    dict of its fields: ``gymnasium.make(id, sim={"max_preemptions": 2})``). ``render_mode``: ``"ansi"``
+    (text: nodes, queue, the decision) or ``"rgb_array"`` (node occupancy image).
 
-        ## Version History
-        * v0: initial release. Later, within v0 (observations, actions, rewards and episodes unchanged, checked
-          bit for bit): the simulator's rules moved from flat arguments into ``sim``, and the features
-          ``free_*`` were renamed ``unused_*``.
+    ## Version History
+    * v0: initial release. Later, within v0 (observations, actions, rewards and episodes unchanged, checked
+      bit for bit): the simulator's rules moved from flat arguments into ``sim``, and the features
+      ``free_*`` were renamed ``unused_*``.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
@@ -298,6 +298,7 @@ class PreemptionEnv(gym.Env):
         return source.draw(self.np_random, self.cluster)
 
 
+# The observation table of the docstring comes from the one schema (schedgym.decision.features).
 PreemptionEnv.__doc__ = (PreemptionEnv.__doc__ or "").replace(
-    "{observation_table}", "\n".join("    " + line for line in observation_table().splitlines())
+    "    {observation_table}", "\n".join("    " + line for line in observation_table().splitlines())
 )
