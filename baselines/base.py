@@ -17,14 +17,20 @@ from __future__ import annotations
 
 from schedgym.sim.job import Job
 from schedgym.sim.policy import DECLINE, Policy, PreemptionPlan, PreemptionRequest
-from schedgym.sim.resources import EPS, Vec, covers, fits_on, total_demand
+from schedgym.sim.resources import EPS, Vec, covers, fits_on
 
 __all__ = ["NodeByNodePolicy", "Policy", "freed", "prune"]
 
 
 def freed(victims: list[Job]) -> Vec:
     """Per-node resources the victims free on a node they share."""
-    return total_demand(v.demand for v in victims)
+    g = c = m = 0.0
+    for v in victims:  # written out: this runs for every candidate set of every decision
+        d = v.demand
+        g += d[0]
+        c += d[1]
+        m += d[2]
+    return (g, c, m)
 
 
 def prune(victims: list[Job], deficit: Vec) -> list[Job]:

@@ -124,6 +124,7 @@ class Simulator:
         self._nonempty: set[int] = set()  # shape ids with at least one queued job
         self._unknown: set[int] = set()  # nonempty shapes not known to be blocked
         self._n_te_queued = 0  # TE jobs in the queues (reserved ones are not queued)
+        self._n_be_queued = 0
         self._n_te_declined = 0  # ... of which declined at the current version (owed no offer yet)
         shape_ids: dict[tuple, int] = {}
         shape_rows: list[list[float]] = []
@@ -254,11 +255,7 @@ class Simulator:
     @property
     def queue_lengths(self) -> tuple[int, int]:
         """(TE, BE) jobs pending, reserved TE jobs included."""
-        counts = [0, 0]
-        for shape, q in self._queues.items():
-            counts[0 if self._shape_te[shape] else 1] += len(q)
-        counts[0] += len(self._reserved)
-        return counts[0], counts[1]
+        return self._n_te_queued + len(self._reserved), self._n_be_queued
 
     # ------------------------------------------------------------------ events
     def _push(self, time: float, kind: int, idx: int, epoch: int) -> None:
@@ -317,6 +314,8 @@ class Simulator:
             self._unknown.add(job.shape)
         if self._shape_te[job.shape]:
             self._n_te_queued += 1
+        else:
+            self._n_be_queued += 1
 
     def _release(self, job: Job) -> None:
         m = job.member
@@ -373,6 +372,8 @@ class Simulator:
             self._n_te_queued -= 1
             if job.declined_version == self._version:
                 self._n_te_declined -= 1
+        else:
+            self._n_be_queued -= 1
 
     # ------------------------------------------------------------------ scheduling pass
     def _schedule_pass(self) -> Job | None:
