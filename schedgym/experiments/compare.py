@@ -143,7 +143,10 @@ class ComparisonResult:
             "cluster": self.cluster.name,
             "seeds": self.config.seed_list,
             "workloads_vary": self.workloads_vary,
-            "sim": {k: (v.value if hasattr(v, "value") else v) for k, v in asdict(self.config.sim).items()},
+            # The rules; not the engine, which does not change the results.
+            "sim": {
+                k: (v.value if hasattr(v, "value") else v) for k, v in asdict(self.config.sim).items() if k != "engine"
+            },
             "policies": out,
         }
 

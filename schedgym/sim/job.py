@@ -6,6 +6,7 @@ from __future__ import annotations
 import enum
 import math
 import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -187,3 +188,35 @@ class Job:
     @property
     def submit_time(self) -> float:
         return self.spec.submit_time
+
+
+def build_jobs(specs: Sequence[JobSpec], capacity: np.ndarray) -> list[Job]:
+    """The runtime records of a workload, checked for both engines alike: job ids are unique and every job
+    fits the cluster (``capacity``, shape (n_nodes, 3)) somewhere. Jobs of one *shape* (class, per-node
+    demand, gang size) fit or fail together; shape ids are numbered in order of first appearance."""
+    from schedgym.errors import ImpossibleJobError
+    from schedgym.sim.resources import fits_on
+
+    seen: set[str] = set()
+    shapes: dict[tuple, int] = {}
+    jobs: list[Job] = []
+    max_member = capacity.max(axis=0)
+    for i, spec in enumerate(specs):
+        if spec.job_id in seen:
+            raise ImpossibleJobError(f"Duplicate job_id {spec.job_id!r}")
+        seen.add(spec.job_id)
+        member = np.array(spec.member_demand, dtype=np.float64)
+        key = (int(spec.job_class), tuple(member.tolist()), spec.gang_size)
+        shape = shapes.get(key)
+        if shape is None:
+            k = spec.gang_size
+            if not (k <= len(capacity) and int(fits_on(capacity, member).sum()) >= k):
+                raise ImpossibleJobError(
+                    f"Job {spec.job_id!r} can never run: it needs {k} node(s) with "
+                    f"gpus={member[0]:g}, cpus={member[1]:g}, mem_gb={member[2]:g} each, but the largest node "
+                    f"offers gpus={max_member[0]:g}, cpus={max_member[1]:g}, mem_gb={max_member[2]:g}"
+                )
+            shape = shapes[key] = len(shapes)
+        member.setflags(write=False)
+        jobs.append(Job(idx=i, spec=spec, member=member, demand=key[1], shape=shape, remaining=float(spec.duration)))
+    return jobs

@@ -1,43 +1,36 @@
-"""Discrete-event simulator of a deep-learning cluster with grace-period preemption.
+"""The simulator's rules (:class:`SimConfig`) and its API (:class:`Simulator`), on either engine.
 
-The rules are written out in ``docs/semantics.md``; this module implements them. The simulator is driven
-step-wise so that the same engine serves an in-process rule and a Gymnasium agent::
+A simulation is driven step-wise so that the same engine serves an in-process rule and a Gymnasium agent::
 
     sim = Simulator(cluster, jobs, SimConfig())
     while (request := sim.advance()) is not None:   # a TE job needs a preemption decision
         sim.resolve(policy.decide(request))
     result = sim.result()
 
-Hot-path design (why it scales):
-- The event queue is a heap of ``(time, kind, seq, job, epoch)``; ``kind`` orders equal times
-  (completions, then releases, then arrivals), ``seq`` makes the rest pop in a fixed order, and ``epoch``
-  lets a preempted job's completion event go stale instead of being searched for and removed.
-- Pending jobs are grouped by *shape* (class, per-node demand, gang size). Jobs of one shape fit or fail
-  together, so a scheduling pass tries only the head of each shape, and a shape that failed stays
-  "blocked" until resources are freed: a pass costs O(shapes), not O(queued jobs).
-- Per-node availability is a numpy array updated in place; placement is a few vector operations.
+Two engines implement it with identical results: the compiled native engine (``schedgym/sim/native/``,
+default) and the Python engine (:mod:`schedgym.sim.python_engine`), the readable specification that the
+native one is tested against. ``Simulator(...)`` builds the one that :func:`select_engine` picks.
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import math
-from collections.abc import Iterable, Sequence
+import os
+import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+from schedgym.errors import ConfigError
+from schedgym.sim.policy import PreemptionPolicy, QueueDiscipline
 
-from schedgym.errors import ConfigError, IllegalDecisionError, ImpossibleJobError
-from schedgym.sim.cluster import ClusterSpec
-from schedgym.sim.job import Job, JobClass, JobSpec, JobState
-from schedgym.sim.metrics import TAU, RunResult, Segment, build_result
-from schedgym.sim.policy import PreemptionPlan, PreemptionPolicy, PreemptionRequest, QueueDiscipline
-from schedgym.sim.resources import EPS, covers, fits_on
+if TYPE_CHECKING:
+    from schedgym.sim.cluster import ClusterSpec
+    from schedgym.sim.job import JobSpec
+    from schedgym.sim.metrics import RunResult
 
-# Event kinds; the number is also the tie-break priority at equal times: resources are freed before new
-# jobs arrive, so an arrival sees everything released at its own instant.
-_COMPLETE, _RELEASE, _ARRIVE = 0, 1, 2
+ENGINES = ("native", "python")
+ENV_VAR = "SCHEDGYM_ENGINE"
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +46,9 @@ class SimConfig:
         max_preemptions: the cap P: a job preempted this many times is no longer a candidate.
         restart_overhead: seconds charged at the start of every run that follows a preemption (no
             progress is made during it).
+        engine: ``"native"`` (the compiled engine), ``"python"`` (the reference), or None: the environment
+            variable ``SCHEDGYM_ENGINE``, else native, falling back to Python with one warning if the native
+            module cannot be imported. Both give the same results.
     """
 
     queue: QueueDiscipline | str = QueueDiscipline.PRIORITY
@@ -60,6 +56,7 @@ class SimConfig:
     placement: str = "best-fit"
     max_preemptions: int = 1
     restart_overhead: float = 0.0
+    engine: str | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -81,10 +78,56 @@ class SimConfig:
             raise ConfigError(f"Expected restart_overhead >= 0, got {self.restart_overhead!r}")
         if not isinstance(self.backfill, bool):
             raise ConfigError(f"Expected backfill to be a bool, got {self.backfill!r}")
+        if self.engine not in (None, *ENGINES):
+            raise ConfigError(f"Expected engine in {list(ENGINES)} or None, got {self.engine!r}")
+
+
+def native_available() -> bool:
+    """True if the compiled engine imports and matches this version of the Python package."""
+    try:
+        from schedgym.sim import _engine  # type: ignore[attr-defined]
+    except ImportError:
+        return False
+    from schedgym.sim.native_engine import ENGINE_VERSION
+
+    return hasattr(_engine, "Engine") and getattr(_engine, "ENGINE_VERSION", None) == ENGINE_VERSION
+
+
+_warned = False
+
+
+def select_engine(requested: str | None = None) -> str:
+    """The engine a simulation runs on: ``requested``, else ``$SCHEDGYM_ENGINE``, else native.
+
+    Asked for by name (argument or environment variable), an engine that cannot run is an error. By default,
+    a native module that cannot be imported gives the Python engine and one warning per process.
+    """
+    global _warned
+    name = requested if requested is not None else os.environ.get(ENV_VAR) or None
+    if name is not None and name not in ENGINES:
+        raise ConfigError(f"Expected engine ({ENV_VAR}) in {list(ENGINES)}, got {name!r}")
+    if name == "python":
+        return "python"
+    if native_available():
+        return "native"
+    if name == "native":
+        raise ConfigError(
+            "The native engine was asked for but schedgym.sim._engine cannot be imported; reinstall with a C++ "
+            "compiler available (pip install .), or use engine='python'"
+        )
+    if not _warned:
+        _warned = True
+        warnings.warn(
+            "schedgym's native engine (schedgym.sim._engine) is not available; running the Python engine, "
+            "which gives the same results more slowly. Reinstall with a C++ compiler (pip install .) to build it.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return "python"
 
 
 class Simulator:
-    """One simulation of ``jobs`` on ``cluster`` under ``config``.
+    """One simulation of ``jobs`` on ``cluster`` under ``config``, on the engine ``config.engine`` selects.
 
     Args:
         cluster: the nodes.
@@ -92,531 +135,47 @@ class Simulator:
         config: simulator rules.
         preemption: if False, TE jobs are never offered for preemption and :meth:`advance` runs to the end
             in one call (used for the non-preemptive baselines, and faster).
+
+    Both engines offer: :meth:`advance` (run to the next preemption request, or None at the end),
+    :meth:`resolve` (answer it with a :class:`~schedgym.sim.policy.PreemptionPlan`), :meth:`run`,
+    :meth:`result`; the state ``now``, ``jobs`` (:class:`~schedgym.sim.job.Job` records), ``avail``, ``held``,
+    ``unused``, ``capacity``, ``accrued``, ``accrued_bounded``, ``n_preemptions``, ``n_decisions``,
+    ``segments``, ``queue_lengths``, ``done``, ``pending_request``, ``candidates()``, ``running_on(node)``;
+    and ``engine`` (``"native"`` or ``"python"``).
     """
 
-    def __init__(
-        self,
-        cluster: ClusterSpec,
-        jobs: Sequence[JobSpec],
-        config: SimConfig | None = None,
-        *,
-        preemption: bool = True,
+    engine: str = ""
+
+    if TYPE_CHECKING:
+        # The state listed above is attributes on one engine and properties on the other; to the type
+        # checker, any of it is Any.
+        def __getattr__(self, name: str) -> Any: ...
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Simulator:
+        if cls is Simulator:
+            config = kwargs.get("config", args[2] if len(args) > 2 else None)
+            if config is not None and not isinstance(config, SimConfig):
+                raise ConfigError(f"Expected config to be a SimConfig, got {config!r}")
+            if select_engine(config.engine if config is not None else None) == "native":
+                from schedgym.sim.native_engine import NativeSimulator
+
+                cls = NativeSimulator
+            else:
+                from schedgym.sim.python_engine import PythonSimulator
+
+                cls = PythonSimulator
+        return super().__new__(cls)
+
+    def __init__(  # pragma: no cover - the engines define it
+        self, cluster: ClusterSpec, jobs: Sequence[JobSpec], config: SimConfig | None = None, *, preemption: bool = True
     ) -> None:
-        self.cluster = cluster
-        self.config = config if config is not None else SimConfig()
-        self.preemption = preemption
-        self.capacity = cluster.capacity
-        self.capacity.setflags(write=False)
-        self._capacity_rows = self.capacity.tolist()
-        # unused = avail + held. held: free resources already set aside for reserved TE jobs (taken from what
-        # was free at the decision, or handed over by victims as they release); avail: what anyone may use.
-        self.held = np.zeros_like(self.capacity)
-        self.avail = self.capacity.copy()
-        self.now = 0.0
-        self.jobs: list[Job] = []
-        self._running_on: list[set[int]] = [set() for _ in cluster.nodes]
-        # Preemption candidates per node, kept up to date so that a decision does not scan every job.
-        self._cand_on: list[set[int]] = [set() for _ in cluster.nodes]
-        self._events: list[tuple] = []
-        self._seq = itertools.count()
-        self._queues: dict[int, list[tuple]] = {}  # shape id -> heap of (queue key, job idx)
-        self._blocked: set[int] = set()  # shape ids known not to fit until resources are freed
-        self._nonempty: set[int] = set()  # shape ids with at least one queued job
-        self._unknown: set[int] = set()  # nonempty shapes not known to be blocked
-        self._n_te_queued = 0  # TE jobs in the queues (reserved ones are not queued)
-        self._n_be_queued = 0
-        self._n_te_declined = 0  # ... of which declined at the current version (owed no offer yet)
-        shape_ids: dict[tuple, int] = {}
-        shape_rows: list[list[float]] = []
-        shape_k: list[int] = []
-        self._shape_te: list[bool] = []
-        self._reserved: list[int] = []  # TE jobs waiting for their victims' grace periods
-        self._res_on: list[list[int]] = [[] for _ in cluster.nodes]  # reserved jobs per node, oldest first
-        self._version = 0  # bumped when a declined TE job might now succeed (resources or candidates)
-        self._in_pass = False
-        self._request: PreemptionRequest | None = None
-        self._n_done = 0
-        self.segments: list[Segment] = []
-        self.n_preemptions = 0
-        self.n_decisions = 0
-        # Slowdown accrued so far, per class (index = JobClass): a job in the system accrues 1/duration per
-        # second (1/max(duration, TAU) for the bounded variant), so at the end these are the sums of the
-        # jobs' slowdowns. The Gymnasium environment's reward is their change between decisions.
-        self.accrued = [0.0, 0.0]
-        self.accrued_bounded = [0.0, 0.0]
-        self._rate = [0.0, 0.0]
-        self._rate_bounded = [0.0, 0.0]
-        self._priority = self.config.queue == QueueDiscipline.PRIORITY
-
-        seen: set[str] = set()
-        max_member = self.capacity.max(axis=0)
-        for i, spec in enumerate(jobs):
-            if spec.job_id in seen:
-                raise ImpossibleJobError(f"Duplicate job_id {spec.job_id!r}")
-            seen.add(spec.job_id)
-            member = np.array(spec.member_demand, dtype=np.float64)
-            key = (int(spec.job_class), tuple(member.tolist()), spec.gang_size)
-            shape = shape_ids.get(key)
-            if shape is None and not self._fits_somewhere(member, spec.gang_size):
-                raise ImpossibleJobError(
-                    f"Job {spec.job_id!r} can never run: it needs {spec.gang_size} node(s) with "
-                    f"gpus={member[0]:g}, cpus={member[1]:g}, mem_gb={member[2]:g} each, but the largest node "
-                    f"offers gpus={max_member[0]:g}, cpus={max_member[1]:g}, mem_gb={max_member[2]:g}"
-                )
-            if shape is None:
-                shape = shape_ids[key] = len(shape_rows)
-                shape_rows.append(member.tolist())
-                self._shape_te.append(spec.job_class == JobClass.TE)
-                shape_k.append(spec.gang_size)
-            job = Job(idx=i, spec=spec, member=member, demand=key[1], shape=shape, remaining=float(spec.duration))
-            member.setflags(write=False)
-            self.jobs.append(job)
-            self._push(spec.submit_time, _ARRIVE, i, 0)
-        self._inv_duration = [1.0 / j.spec.duration for j in self.jobs]
-        self._inv_bounded = [1.0 / max(j.spec.duration, TAU) for j in self.jobs]
-        self._shape_demand = np.array(shape_rows, dtype=np.float64).reshape(-1, 3)
-        self._shape_demand_eps = self._shape_demand - EPS
-        self._shape_rows = [tuple(r) for r in shape_rows]
-        self._shape_k_arr = np.array(shape_k, dtype=np.int64)
-
-    # ------------------------------------------------------------------ public driving interface
-    def advance(self) -> PreemptionRequest | None:
-        """Run until a TE job needs a preemption decision (returned) or the workload drains (None)."""
-        if self._request is not None:
-            raise IllegalDecisionError("advance() called while a decision is pending; call resolve() first")
-        while True:
-            if self._in_pass:
-                job = self._schedule_pass()
-                if job is not None:
-                    # Built after the pass, which restores the TE jobs it looked past to their queues.
-                    request = self._request = self._make_request(job)
-                    self.n_decisions += 1
-                    return request
-                self._in_pass = False
-            if not self._events:
-                return None
-            self._process_events_at(self._events[0][0])
-            self._in_pass = True
-
-    def resolve(self, plan: PreemptionPlan) -> None:
-        """Apply the answer to the pending request (see :class:`PreemptionPlan` for what is legal)."""
-        request = self._request
-        if request is None:
-            raise IllegalDecisionError("resolve() called with no decision pending")
-        job = request.job
-        if plan.is_empty:
-            if plan.victims:
-                raise IllegalDecisionError(f"A plan with victims {plan.victims} must name the nodes to use")
-            job.declined_version = self._version
-            self._n_te_declined += 1
-        else:
-            self._check_plan(request, plan)
-            self._apply_plan(job, plan)
-        self._request = None
-
-    @property
-    def unused(self) -> np.ndarray:
-        """Per-node resources that no RUNNING or PREEMPTING job occupies (a fresh array: ``avail + held``).
-
-        ``avail`` is the part anyone may use; ``held`` the part set aside for reserved TE jobs."""
-        return self.avail + self.held
-
-    @property
-    def pending_request(self) -> PreemptionRequest | None:
-        return self._request
-
-    @property
-    def done(self) -> bool:
-        return self._n_done == len(self.jobs)
+        raise NotImplementedError
 
     def run(self, policy: PreemptionPolicy) -> RunResult:
         """Drive the simulation to the end with ``policy`` answering every request."""
-        while (request := self.advance()) is not None:
-            self.resolve(policy.decide(request))
-        return self.result()
+        while (request := self.advance()) is not None:  # type: ignore[attr-defined]
+            self.resolve(policy.decide(request))  # type: ignore[attr-defined]
+        return self.result()  # type: ignore[attr-defined]
 
-    def result(self) -> RunResult:
-        """Per-job records, run segments and aggregates; only valid once the workload has drained."""
-        if not self.done:
-            raise IllegalDecisionError(
-                f"result() needs a finished simulation; {len(self.jobs) - self._n_done} jobs are unfinished"
-            )
-        return build_result(self.jobs, self.segments, self.capacity, self.n_preemptions)
 
-    # ------------------------------------------------------------------ read-only helpers for policies
-    def candidates(self) -> dict[int, list[Job]]:
-        """Preemptible jobs per node (RUNNING, BE, fewer than max_preemptions preemptions), by job index."""
-        jobs = self.jobs
-        return {n: [jobs[i] for i in sorted(c)] for n, c in enumerate(self._cand_on) if c}
-
-    def running_on(self, node: int) -> frozenset[int]:
-        return frozenset(self._running_on[node])
-
-    @property
-    def queue_lengths(self) -> tuple[int, int]:
-        """(TE, BE) jobs pending, reserved TE jobs included."""
-        return self._n_te_queued + len(self._reserved), self._n_be_queued
-
-    # ------------------------------------------------------------------ events
-    def _push(self, time: float, kind: int, idx: int, epoch: int) -> None:
-        heapq.heappush(self._events, (time, kind, next(self._seq), idx, epoch))
-
-    def _process_events_at(self, t: float) -> None:
-        events = self._events
-        dt = t - self.now
-        if dt > 0:  # written out: this runs at every event time
-            rate, rate_b, acc, acc_b = self._rate, self._rate_bounded, self.accrued, self.accrued_bounded
-            acc[0] += rate[0] * dt
-            acc[1] += rate[1] * dt
-            acc_b[0] += rate_b[0] * dt
-            acc_b[1] += rate_b[1] * dt
-        self.now = t
-        while events and events[0][0] == t:
-            _, kind, _, idx, epoch = heapq.heappop(events)
-            job = self.jobs[idx]
-            if kind == _ARRIVE:
-                job.state = JobState.PENDING
-                self._enqueue(job)
-                c = job.spec.job_class
-                self._rate[c] += self._inv_duration[idx]
-                self._rate_bounded[c] += self._inv_bounded[idx]
-            elif kind == _COMPLETE:
-                if epoch != job.epoch:
-                    continue  # the run this event belonged to was preempted
-                self._close_segment(job, t, "completed")
-                self._release(job)
-                job.state = JobState.COMPLETED
-                job.remaining = 0.0
-                job.completion = t
-                self._n_done += 1
-                c = job.spec.job_class
-                self._rate[c] -= self._inv_duration[idx]
-                self._rate_bounded[c] -= self._inv_bounded[idx]
-            else:  # _RELEASE: grace period over
-                self._release(job)
-                job.state = JobState.PENDING
-                job.nodes = ()
-                self._enqueue(job)
-
-    def _enqueue(self, job: Job) -> None:
-        spec = job.spec
-        key: tuple
-        if self._priority:
-            key = (int(spec.job_class), spec.submit_time, job.idx)
-        else:
-            key = (spec.submit_time, job.idx)
-        q = self._queues.get(job.shape)
-        if q is None:
-            self._queues[job.shape] = q = []
-        heapq.heappush(q, (key, job.idx))
-        self._nonempty.add(job.shape)
-        if job.shape not in self._blocked:
-            self._unknown.add(job.shape)
-        if self._shape_te[job.shape]:
-            self._n_te_queued += 1
-        else:
-            self._n_be_queued += 1
-
-    def _release(self, job: Job) -> None:
-        m = job.member
-        for n in job.nodes:
-            self._running_on[n].discard(job.idx)
-            self._cand_on[n].discard(job.idx)
-            if self._res_on[n]:
-                self._hand_over(job, n)
-            else:
-                self.avail[n] += m
-        job.preempted_for = -1
-        if self._blocked:
-            # Only these nodes gained room, so a blocked shape can fit now only if it fits on one of them.
-            # Scalar Python: a handful of shapes against one or two nodes is cheaper than a numpy call.
-            rows = [self.avail[n].tolist() for n in job.nodes]
-            demand = self._shape_rows
-            for shape in list(self._blocked):
-                d = demand[shape]
-                for a in rows:
-                    if covers(a, d):
-                        self._blocked.discard(shape)
-                        if shape in self._nonempty:
-                            self._unknown.add(shape)
-                        break
-        self._bump_version()
-
-    def _hand_over(self, job: Job, n: int) -> None:
-        """Give what ``job`` releases on node ``n`` to the reservations there: first the TE job it was
-        preempted for, then the others oldest first; what nobody is owed becomes available."""
-        give = job.member.copy()
-        waiting = self._res_on[n]
-        if job.preempted_for in waiting:
-            waiting = [job.preempted_for] + [r for r in waiting if r != job.preempted_for]
-        for r in waiting:
-            rj = self.jobs[r]
-            assert rj.owed is not None
-            owed = rj.owed[rj.nodes.index(n)]
-            g = np.minimum(give, owed)
-            owed -= g
-            give -= g
-            self.held[n] += g
-        self.avail[n] += give
-
-    def _bump_version(self) -> None:
-        self._version += 1
-        self._n_te_declined = 0
-
-    def _dequeued(self, job: Job) -> None:
-        """Bookkeeping for a job that leaves its queue (started, or reserved)."""
-        if not self._queues[job.shape]:
-            self._nonempty.discard(job.shape)
-            self._unknown.discard(job.shape)
-        if self._shape_te[job.shape]:
-            self._n_te_queued -= 1
-            if job.declined_version == self._version:
-                self._n_te_declined -= 1
-        else:
-            self._n_be_queued -= 1
-
-    # ------------------------------------------------------------------ scheduling pass
-    def _schedule_pass(self) -> Job | None:
-        """Start what can start, in queue order; return the TE job that needs a decision, if any.
-
-        After a decision the pass is restarted from the top, which is equivalent to continuing it:
-        started jobs have left the queue and availability has only decreased since.
-        """
-        if self._reserved:
-            self._start_ready_reservations()
-        queues = self._queues
-        blocked = self._blocked
-        backfill = self.config.backfill
-        offer_te = self.preemption
-        shape_te = self._shape_te
-        nonempty = self._nonempty
-        offers_owed = offer_te and self._n_te_queued > self._n_te_declined
-        if not self._unknown and backfill and not offers_owed:
-            return None  # nothing can start and nobody is owed an offer
-        unknown = list(self._unknown)
-        rows: dict[int, int] = {}
-        if unknown:
-            # One (shapes x nodes) fit matrix for every shape not known to be blocked. A start changes
-            # only its own nodes' columns, so the matrix is patched there instead of recomputed.
-            sel = np.array(unknown)
-            demand = self._shape_demand_eps[sel][:, None, :]
-            fit = (self.avail[None, :, :] >= demand).all(axis=2)
-            placeable = (fit.sum(axis=1) >= self._shape_k_arr[sel]).tolist()
-            newly = []
-            for r, shape in enumerate(unknown):  # one loop for both: this runs in most passes
-                if placeable[r]:
-                    rows[shape] = r
-                else:
-                    newly.append(shape)
-            if newly:
-                blocked.update(newly)
-                self._unknown.difference_update(newly)
-        considered: Iterable[int]
-        if not backfill:
-            considered = nonempty  # strict order: blocked shapes still block the ones behind them
-        elif offers_owed:
-            considered = [sh for sh in nonempty if sh not in blocked or shape_te[sh]]
-        else:
-            considered = rows  # exactly the shapes found placeable
-        heap = [(queues[shape][0][0], shape) for shape in considered]
-        if not heap:
-            return None
-        heapq.heapify(heap)
-        skipped: list[tuple[int, tuple]] = []  # (shape, entry) popped for offering, restored below
-        try:
-            while heap:
-                _, shape = heapq.heappop(heap)
-                q = queues[shape]
-                _, idx = q[0]
-                job = self.jobs[idx]
-                is_te = shape_te[shape]
-                if shape not in blocked:
-                    nodes = self._place(job.member, job.spec.gang_size, fit[rows[shape]])
-                    if nodes is not None:
-                        heapq.heappop(q)
-                        self._dequeued(job)
-                        self._start(job, nodes)
-                        cols = list(nodes)
-                        fit[:, cols] = (self.avail[cols][None, :, :] >= demand).all(axis=2)
-                        if q:
-                            heapq.heappush(heap, (q[0][0], shape))
-                        continue
-                    blocked.add(shape)
-                    self._unknown.discard(shape)
-                # The head of this shape cannot be placed.
-                if offer_te and is_te and job.declined_version != self._version:
-                    return job
-                if not backfill:
-                    return None  # strict head-of-line blocking
-                if offer_te and is_te:
-                    # Later TE jobs of a blocked shape are still owed an offer; look past this one.
-                    skipped.append((shape, heapq.heappop(q)))
-                    if q:
-                        heapq.heappush(heap, (q[0][0], shape))
-            return None
-        finally:
-            for shape, entry in skipped:
-                heapq.heappush(queues[shape], entry)
-
-    def _place(self, member: np.ndarray, k: int, fits: np.ndarray) -> tuple[int, ...] | None:
-        """Nodes for a job whose per-node fit is ``fits`` (bool per node), or None if fewer than ``k``."""
-        idx = fits.nonzero()[0]
-        if len(idx) < k:
-            return None
-        if self.config.placement == "first-fit" or len(idx) == k:
-            return tuple(idx[:k].tolist())
-        # Rounded so that float noise (fractional GPUs) does not break ties that are meant to go to node order.
-        left = (self.avail[idx] - member).round(9)
-        if k == 1 and len(idx) <= 64:
-            # Few candidates: scalar Python beats a sort. Lexicographic; the first of equals is the lowest node.
-            rows = left.tolist()
-            best = min(range(len(rows)), key=rows.__getitem__)
-            return (int(idx[best]),)
-        order = np.lexsort((idx, left[:, 2], left[:, 1], left[:, 0]))
-        return tuple(idx[order[:k]].tolist())
-
-    def _fits_somewhere(self, member: np.ndarray, k: int) -> bool:
-        return k <= len(self.capacity) and int(fits_on(self.capacity, member).sum()) >= k
-
-    def _start(self, job: Job, nodes: tuple[int, ...], *, reserved: bool = False) -> None:
-        m = job.member
-        for pos, n in enumerate(nodes):
-            if reserved:  # its resources were set aside in held
-                assert job.owed is not None
-                self.held[n] -= m - job.owed[pos]
-                self.avail[n] -= job.owed[pos]  # at most float noise: a job starts when nothing is owed
-            else:
-                self.avail[n] -= m
-            self._running_on[n].add(job.idx)
-        if job.spec.job_class == JobClass.BE and job.preemptions < self.config.max_preemptions:
-            for n in nodes:
-                self._cand_on[n].add(job.idx)
-        now = self.now
-        job.nodes = nodes
-        job.state = JobState.RUNNING
-        job.run_start = now
-        job.run_overhead = self.config.restart_overhead if job.preemptions else 0.0
-        if job.first_start != job.first_start:  # NaN: first run
-            job.first_start = now
-        job.epoch += 1
-        self._push(now + job.run_overhead + job.remaining, _COMPLETE, job.idx, job.epoch)
-        if job.spec.job_class == JobClass.BE:
-            self._bump_version()  # a new preemption candidate
-
-    def _start_ready_reservations(self) -> None:
-        still = []
-        for idx in self._reserved:
-            job = self.jobs[idx]
-            assert job.owed is not None
-            if (job.owed <= EPS).all():
-                for n in job.nodes:
-                    self._res_on[n].remove(idx)
-                self._start(job, job.nodes, reserved=True)
-                job.owed = None
-            else:
-                still.append(idx)
-        self._reserved = still
-
-    def _close_segment(self, job: Job, end: float, reason: str) -> None:
-        start = job.run_start
-        length = end - start
-        job.run_time += length
-        job.overhead_time += min(job.run_overhead, length)
-        for n in job.nodes:
-            self.segments.append(Segment(job.idx, n, start, end, reason))
-
-    # ------------------------------------------------------------------ preemption
-    def _make_request(self, job: Job) -> PreemptionRequest:
-        cap = self.capacity
-        return PreemptionRequest(
-            job=job,
-            now=self.now,
-            avail=self._read_only(self.avail),
-            capacity=cap,
-            candidates=self.candidates(),
-            capacity_rows=self._capacity_rows,
-            held=self._read_only(self.held),
-            queued=self.queue_lengths,
-            n_jobs=len(self.jobs),
-            max_preemptions=self.config.max_preemptions,
-        )
-
-    @staticmethod
-    def _read_only(a: np.ndarray) -> np.ndarray:
-        # A fresh view per request (not one kept on self): a copied or unpickled simulator must not hand
-        # out a view of the original's array.
-        v = a.view()
-        v.setflags(write=False)
-        return v
-
-    def _check_plan(self, request: PreemptionRequest, plan: PreemptionPlan) -> None:
-        job = request.job
-        k = job.spec.gang_size
-        nodes, victims = tuple(plan.nodes), tuple(plan.victims)
-        n_nodes = self.cluster.n_nodes
-        if len(nodes) != k or len(set(nodes)) != k:
-            raise IllegalDecisionError(
-                f"Job {job.job_id!r} needs {k} distinct node(s); the plan names nodes {list(nodes)}"
-            )
-        for n in nodes:
-            if not (isinstance(n, (int, np.integer)) and 0 <= n < n_nodes):
-                raise IllegalDecisionError(f"Plan node {n!r} is not a node index in [0, {n_nodes})")
-        if len(set(victims)) != len(victims):
-            raise IllegalDecisionError(f"Plan names a victim more than once: {list(victims)}")
-        legal = set().union(*self._cand_on)
-        for v in victims:
-            if v not in legal:
-                raise IllegalDecisionError(
-                    f"Job index {v!r} is not a preemption candidate for {job.job_id!r}; candidates are {sorted(legal)}"
-                )
-        room = self.avail[list(nodes)].copy()
-        pos = {n: i for i, n in enumerate(nodes)}
-        for v in victims:
-            vj = self.jobs[v]
-            for n in vj.nodes:
-                if n in pos:
-                    room[pos[n]] += vj.member
-        short = np.flatnonzero(~fits_on(room, job.member))
-        if len(short):
-            n = nodes[int(short[0])]
-            raise IllegalDecisionError(
-                f"After preempting {list(victims)}, node {n} would offer {room[short[0]].tolist()} "
-                f"but job {job.job_id!r} needs {job.member.tolist()} there"
-            )
-
-    def _apply_plan(self, job: Job, plan: PreemptionPlan) -> None:
-        nodes = tuple(int(n) for n in plan.nodes)
-        # Take the job out of its queue; on each chosen node set aside what is free now (up to its demand),
-        # and record what the victims still owe it.
-        q = self._queues[job.shape]
-        q.remove(next(e for e in q if e[1] == job.idx))  # O(len) once per decision, not per event
-        heapq.heapify(q)
-        self._dequeued(job)
-        m = job.member
-        owed = np.empty((len(nodes), 3))
-        for pos, n in enumerate(nodes):
-            take = np.minimum(np.maximum(self.avail[n], 0.0), m)
-            self.avail[n] -= take
-            self.held[n] += take
-            owed[pos] = m - take
-            self._res_on[n].append(job.idx)
-        job.owed = owed
-        job.nodes = nodes
-        self._reserved.append(job.idx)
-        for v in plan.victims:
-            self._preempt(self.jobs[v])
-            self.jobs[v].preempted_for = job.idx
-
-    def _preempt(self, victim: Job) -> None:
-        now = self.now
-        for n in victim.nodes:
-            self._cand_on[n].discard(victim.idx)
-        self._close_segment(victim, now, "preempted")
-        progress = max(0.0, now - victim.run_start - victim.run_overhead)
-        victim.remaining = max(0.0, victim.remaining - progress)
-        victim.epoch += 1  # its completion event is now stale
-        victim.preemptions += 1
-        victim.state = JobState.PREEMPTING
-        victim.grace_time += victim.spec.grace_period
-        self.n_preemptions += 1
-        self._push(now + victim.spec.grace_period, _RELEASE, victim.idx, victim.epoch)
+__all__ = ["ENGINES", "SimConfig", "Simulator", "native_available", "select_engine"]

@@ -1,0 +1,295 @@
+"""The native engine behind the :class:`~schedgym.sim.simulator.Simulator` API.
+
+The state and the stepping live in C++ (``schedgym/sim/native/``, the module ``schedgym.sim._engine``); this
+wrapper validates inputs at the boundary, turns the engine's requests into the same
+:class:`~schedgym.sim.policy.PreemptionRequest` objects the Python engine builds (its :class:`Job` records
+are refreshed from the engine when a request or a caller needs them), and pickles a simulation by replaying
+its decisions (the engine is deterministic), so copied environments work on both engines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from schedgym.errors import IllegalDecisionError
+from schedgym.sim.cluster import ClusterSpec
+from schedgym.sim.job import Job, JobSpec, JobState, build_jobs
+from schedgym.sim.metrics import RunResult, Segment
+from schedgym.sim.policy import PreemptionPlan, PreemptionRequest, QueueDiscipline
+from schedgym.sim.simulator import SimConfig, Simulator
+
+ENGINE_VERSION = 1
+"""The version of the compiled engine this wrapper expects (``schedgym.sim._engine.ENGINE_VERSION``)."""
+
+_STATES = tuple(JobState)
+
+
+class NativeSimulator(Simulator):
+    """The native engine (see :class:`~schedgym.sim.simulator.Simulator` for the API)."""
+
+    engine = "native"
+
+    def __init__(
+        self,
+        cluster: ClusterSpec,
+        jobs: Sequence[JobSpec],
+        config: SimConfig | None = None,
+        *,
+        preemption: bool = True,
+    ) -> None:
+        self.cluster = cluster
+        self.config = config if config is not None else SimConfig()
+        self.preemption = preemption
+        self.capacity = cluster.capacity
+        self.capacity.setflags(write=False)
+        self._capacity_rows = self.capacity.tolist()
+        self._specs = list(jobs)
+        self._jobs = build_jobs(self._specs, self.capacity)
+        self._engine = self._build()
+        self._request: PreemptionRequest | None = None
+        self._log: list[tuple[list[int], list[int]]] = []  # every resolve(), for pickling by replay
+        self._advanced_after_log = False
+        self._stale = False  # the Job records lag behind the engine
+
+    def _build(self) -> Any:
+        from schedgym.sim import _engine  # type: ignore[attr-defined]
+
+        specs = self._specs
+        n = len(specs)
+        member = np.array([j.member for j in self._jobs], dtype=np.float64).reshape(n, 3)
+        return _engine.Engine(
+            np.ascontiguousarray(self.capacity, dtype=np.float64),
+            np.fromiter((s.submit_time for s in specs), np.float64, n),
+            np.fromiter((s.duration for s in specs), np.float64, n),
+            member,
+            np.fromiter((s.gang_size for s in specs), np.int64, n),
+            np.fromiter((int(s.job_class) for s in specs), np.int64, n),
+            np.fromiter((s.grace_period for s in specs), np.float64, n),
+            priority_queue=QueueDiscipline(self.config.queue) == QueueDiscipline.PRIORITY,
+            backfill=self.config.backfill,
+            first_fit=self.config.placement == "first-fit",
+            max_preemptions=self.config.max_preemptions,
+            restart_overhead=float(self.config.restart_overhead),
+            preemption=self.preemption,
+        )
+
+    # ------------------------------------------------------------------ driving
+    def advance(self) -> PreemptionRequest | None:
+        if self._request is not None:
+            raise IllegalDecisionError("advance() called while a decision is pending; call resolve() first")
+        if not self.preemption and not self._log and not self._advanced_after_log:
+            self._engine.run_declining()  # nobody is asked: the whole run in one native call
+            idx = -1
+        else:
+            idx = self._engine.advance()
+        self._advanced_after_log = True
+        self._stale = True
+        if idx < 0:
+            return None
+        self._request = self._make_request(idx)
+        return self._request
+
+    def resolve(self, plan: PreemptionPlan) -> None:
+        if self._request is None:
+            raise IllegalDecisionError("resolve() called with no decision pending")
+        nodes, victims = tuple(plan.nodes), tuple(plan.victims)
+        for n in nodes:
+            if not isinstance(n, (int, np.integer)) or isinstance(n, bool):
+                raise IllegalDecisionError(f"Plan node {n!r} is not a node index in [0, {self.cluster.n_nodes})")
+        for v in victims:
+            if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
+                legal = sorted({j.idx for js in self._request.candidates.values() for j in js})
+                raise IllegalDecisionError(
+                    f"Job index {v!r} is not a preemption candidate for {self._request.job.job_id!r}; "
+                    f"candidates are {legal}"
+                )
+        decision = ([int(n) for n in nodes], [int(v) for v in victims])
+        try:
+            self._engine.resolve(*decision)
+        except ValueError as exc:  # the engine checks the plan exactly as the Python engine does
+            raise IllegalDecisionError(str(exc)) from None
+        self._log.append(decision)
+        self._advanced_after_log = False
+        self._request = None
+        self._stale = True
+
+    def result(self) -> RunResult:
+        eng = self._engine
+        if not eng.done:
+            unfinished = int((eng.state() != JobState.COMPLETED).sum())
+            raise IllegalDecisionError(f"result() needs a finished simulation; {unfinished} jobs are unfinished")
+        specs = self._specs
+        n = len(specs)
+        return RunResult(
+            job_ids=[s.job_id for s in specs],
+            job_class=np.fromiter((int(s.job_class) for s in specs), np.int64, n),
+            submit=np.fromiter((s.submit_time for s in specs), np.float64, n),
+            duration=np.fromiter((s.duration for s in specs), np.float64, n),
+            gpus=np.fromiter((s.gpus for s in specs), np.float64, n),
+            cpus=np.fromiter((s.cpus for s in specs), np.float64, n),
+            first_start=eng.first_start(),
+            completion=eng.completion(),
+            preemptions=eng.preemptions().astype(np.int64),
+            grace_time=eng.grace_time(),
+            overhead_time=eng.overhead_time(),
+            run_time=eng.run_time(),
+            segments=self.segments,
+            capacity_total=self.capacity.sum(axis=0),
+            n_preemptions=int(eng.n_preemptions),
+        )
+
+    # ------------------------------------------------------------------ state
+    @property
+    def now(self) -> float:
+        return float(self._engine.now)
+
+    @property
+    def done(self) -> bool:
+        return bool(self._engine.done)
+
+    @property
+    def pending_request(self) -> PreemptionRequest | None:
+        return self._request
+
+    @property
+    def n_preemptions(self) -> int:
+        return int(self._engine.n_preemptions)
+
+    @property
+    def n_decisions(self) -> int:
+        return int(self._engine.n_decisions)
+
+    @property
+    def accrued(self) -> list[float]:
+        return list(self._engine.accrued())
+
+    @property
+    def accrued_bounded(self) -> list[float]:
+        return list(self._engine.accrued_bounded())
+
+    @property
+    def avail(self) -> np.ndarray:
+        return _read_only(self._engine.avail())
+
+    @property
+    def held(self) -> np.ndarray:
+        return _read_only(self._engine.held())
+
+    @property
+    def unused(self) -> np.ndarray:
+        """Per-node resources that no RUNNING or PREEMPTING job occupies (a fresh array: ``avail + held``)."""
+        return self._engine.avail() + self._engine.held()
+
+    @property
+    def queue_lengths(self) -> tuple[int, int]:
+        te, be = self._engine.queue_lengths
+        return int(te), int(be)
+
+    @property
+    def jobs(self) -> list[Job]:
+        """The per-job records, brought up to date with the engine."""
+        if self._stale:
+            self._sync_all()
+        return self._jobs
+
+    @property
+    def segments(self) -> list[Segment]:
+        job, node, start, end, completed = self._engine.segments()
+        reasons = np.where(completed, "completed", "preempted").tolist()
+        return [
+            Segment(*row)
+            for row in zip(job.tolist(), node.tolist(), start.tolist(), end.tolist(), reasons, strict=True)
+        ]
+
+    def candidates(self) -> dict[int, list[Job]]:
+        """Preemptible jobs per node (RUNNING, BE, fewer than max_preemptions preemptions), by job index."""
+        jobs = self.jobs
+        return {int(n): [jobs[i] for i in idx] for n, idx in self._engine.candidates()}
+
+    def running_on(self, node: int) -> frozenset[int]:
+        return frozenset(self._engine.running_on(node))
+
+    # ------------------------------------------------------------------ requests
+    def _make_request(self, idx: int) -> PreemptionRequest:
+        self._sync_all()  # candidates' and the job's records must be current for the policy
+        jobs = self._jobs
+        candidates = {int(n): [jobs[i] for i in ids] for n, ids in self._engine.candidates()}
+        return PreemptionRequest(
+            job=jobs[idx],
+            now=self.now,
+            avail=self.avail,
+            capacity=self.capacity,
+            candidates=candidates,
+            capacity_rows=self._capacity_rows,
+            held=self.held,
+            queued=self.queue_lengths,
+            n_jobs=len(jobs),
+            max_preemptions=self.config.max_preemptions,
+        )
+
+    def _sync_all(self) -> None:
+        eng = self._engine
+        columns = (
+            eng.state().tolist(),
+            eng.remaining().tolist(),
+            eng.preemptions().tolist(),
+            eng.run_start().tolist(),
+            eng.run_overhead().tolist(),
+            eng.first_start().tolist(),
+            eng.completion().tolist(),
+            eng.grace_time().tolist(),
+            eng.overhead_time().tolist(),
+            eng.run_time().tolist(),
+        )
+        for job, state, remaining, pre, run_start, overhead, first, completion, grace, ovh, run in zip(
+            self._jobs, *columns, strict=True
+        ):
+            job.state = _STATES[state]
+            job.remaining = remaining
+            job.preemptions = pre
+            job.run_start = run_start
+            job.run_overhead = overhead
+            job.first_start = first
+            job.completion = completion
+            job.grace_time = grace
+            job.overhead_time = ovh
+            job.run_time = run
+            job.nodes = tuple(eng.job_nodes(job.idx)) if state in (2, 3) or job.nodes else ()
+        self._stale = False
+
+    # ------------------------------------------------------------------ pickling by replay
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        del state["_engine"]
+        state["_request"] = None
+        state["_pending"] = self._request is not None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        pending = state.pop("_pending")
+        self.__dict__.update(state)
+        self._engine = self._build()
+        # Deterministic: the same advance/resolve calls reproduce the same state exactly.
+        for decision in self._log:
+            self._engine.advance()
+            self._engine.resolve(*decision)
+        self._stale = True
+        if self._advanced_after_log:
+            idx = self._engine.advance() if not (not self.preemption and not self._log) else self._declining()
+            if pending and idx >= 0:
+                self._request = self._make_request(idx)
+
+    def _declining(self) -> int:
+        self._engine.run_declining()
+        return -1
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
+
+
+__all__ = ["ENGINE_VERSION", "NativeSimulator"]
