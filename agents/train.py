@@ -73,11 +73,13 @@ class TrainConfig:
     """log to TensorBoard (needs the tensorboard package)"""
     progress: bool = True
     """show a progress bar"""
+    torch_threads: int = 1
+    """torch threads in this process (a small MLP gains nothing from more, and on few cores they oversubscribe)"""
 
     def __post_init__(self) -> None:
         if self.algo not in ALGOS:
             raise ConfigError(f"Expected algo in {sorted(ALGOS)}, got {self.algo!r}")
-        for name in ("total_timesteps", "n_envs", "n_steps", "batch_size", "n_eval_workloads"):
+        for name in ("total_timesteps", "n_envs", "n_steps", "batch_size", "n_eval_workloads", "torch_threads"):
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
                 raise ConfigError(f"Expected {name} > 0, got {value!r}")
@@ -194,6 +196,9 @@ def train(config: TrainConfig) -> Path:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(f"cannot create the run directory {run_dir}: {exc.strerror}") from None
+    import torch
+
+    torch.set_num_threads(config.torch_threads)
     set_random_seed(config.seed)
 
     # --- environments

@@ -326,3 +326,12 @@ def test_an_agent_decides_alike_in_the_simulator_and_in_the_environment(trained)
         np.testing.assert_array_equal(in_sim.completion, through_env.completion)
         np.testing.assert_array_equal(in_sim.preemptions, through_env.preemptions)
         assert episode_return(in_sim, env_config("schedgym/Preemption-v0", kwargs)) == pytest.approx(total, rel=1e-9)
+
+
+def test_training_uses_one_torch_thread_by_default(trained):
+    import torch
+
+    assert TrainConfig().torch_threads == 1
+    assert torch.get_num_threads() == 1  # set by the training run of the fixture
+    with pytest.raises(ConfigError, match="torch_threads"):
+        TrainConfig(torch_threads=0)
