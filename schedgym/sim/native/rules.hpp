@@ -1,0 +1,2 @@
+// The built-in preemption rules in C++: baselines/fitgpp.py and baselines/k8s.py, decision for decision.
+#pragma once
