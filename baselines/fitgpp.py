@@ -62,6 +62,11 @@ class FitGpp(NodeByNodePolicy):
         self._cap_source: object = None
         self._caps: list[Vec] = []
 
+    def native_rule(self) -> tuple[str, dict[str, float | str]] | None:
+        if type(self) is not FitGpp:  # a subclass may decide otherwise: it is asked in Python
+            return None
+        return "fitgpp", {"lam": self.lam, "grace_scale": self.grace_scale, "order": self.order, "rank": self.rank}
+
     def __repr__(self) -> str:
         return f"FitGpp(lam={self.lam}, grace_scale={self.grace_scale}, order={self.order!r}, rank={self.rank!r})"
 

@@ -132,5 +132,10 @@ class Policy:
     def _decide(self, request: PreemptionRequest) -> PreemptionPlan:
         return DECLINE
 
+    def native_rule(self) -> tuple[str, dict[str, float | str]] | None:
+        """``(name, parameters)`` of the same rule in the native engine, which then decides without calling
+        Python; None (the default) if there is none: the engine asks :meth:`decide` instead."""
+        return None
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
