@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from schedgym.sim.job import Job
 from schedgym.sim.policy import DECLINE, Policy, PreemptionPlan, PreemptionRequest
-from schedgym.sim.resources import EPS, Vec, covers, fits_on
+from schedgym.sim.resources import Vec, covers, fits_on
 
 __all__ = ["NodeByNodePolicy", "Policy", "freed", "prune"]
 
@@ -55,9 +55,11 @@ class NodeByNodePolicy(Policy):
         feasible: list[tuple[int, Vec, list[Job]]] = []
         for n, cands in request.candidates.items():
             a = avail[n]
+            if covers(a, need):
+                # Room without preemption: only a gang gets here, handled below. The same test as for the
+                # gang's room below, so that no node is both a room option and a preemption option.
+                continue
             deficit = (max(need[0] - a[0], 0.0), max(need[1] - a[1], 0.0), max(need[2] - a[2], 0.0))
-            if deficit[0] <= EPS and deficit[1] <= EPS and deficit[2] <= EPS:
-                continue  # room without preemption: only a gang gets here, handled below
             if covers(freed(cands), deficit):
                 feasible.append((n, deficit, cands))
         options: list[tuple[tuple, int, list[Job]]] = []
