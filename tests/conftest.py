@@ -1,13 +1,33 @@
-"""Small shared fixtures. The builders themselves live in ``helpers.py`` (import them from there)."""
+"""Small shared fixtures. The builders themselves live in ``helpers.py`` (import them from there).
+
+Every test module runs once per simulation engine (``native``, then ``python``): the whole suite holds both
+engines to the same expectations. Where the native engine is not built, its runs are skipped, except in CI
+(``CI`` set), where they fail: CI must test the engine users get.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
 
 import pytest
 from helpers import Scripted, View, cluster, simulate
 
 from schedgym.sim import ClusterSpec, Simulator
+from schedgym.sim.simulator import ENGINES, ENV_VAR, native_available
+
+
+@pytest.fixture(scope="module", params=ENGINES, autouse=True)
+def engine(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The engine every simulation of this module's tests runs on (through ``SCHEDGYM_ENGINE``, which
+    subprocesses inherit)."""
+    if request.param == "native" and not native_available():
+        if os.environ.get("CI"):
+            pytest.fail("CI must run the native engine, but schedgym.sim._engine is not available")
+        pytest.skip("the native engine is not built")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(ENV_VAR, request.param)
+        yield request.param
 
 
 @pytest.fixture

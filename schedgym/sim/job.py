@@ -190,33 +190,61 @@ class Job:
         return self.spec.submit_time
 
 
-def build_jobs(specs: Sequence[JobSpec], capacity: np.ndarray) -> list[Job]:
-    """The runtime records of a workload, checked for both engines alike: job ids are unique and every job
-    fits the cluster (``capacity``, shape (n_nodes, 3)) somewhere. Jobs of one *shape* (class, per-node
-    demand, gang size) fit or fail together; shape ids are numbered in order of first appearance."""
+def check_workload(specs: Sequence[JobSpec], capacity: np.ndarray) -> np.ndarray:
+    """Check a workload for either engine: job ids are unique and every job fits the cluster (``capacity``,
+    shape (n_nodes, 3)) somewhere. Returns the per-node demand of every job, shape (n_jobs, 3). The first
+    offending job (in workload order) is reported, a duplicate id before a job that can never run."""
     from schedgym.errors import ImpossibleJobError
     from schedgym.sim.resources import fits_on
 
+    n = len(specs)
+    duplicate = n
     seen: set[str] = set()
-    shapes: dict[tuple, int] = {}
-    jobs: list[Job] = []
-    max_member = capacity.max(axis=0)
     for i, spec in enumerate(specs):
         if spec.job_id in seen:
-            raise ImpossibleJobError(f"Duplicate job_id {spec.job_id!r}")
+            duplicate = i
+            break
         seen.add(spec.job_id)
-        member = np.array(spec.member_demand, dtype=np.float64)
-        key = (int(spec.job_class), tuple(member.tolist()), spec.gang_size)
+    gang = np.fromiter((s.gang_size for s in specs), np.int64, n)
+    totals = np.array([(s.gpus, s.cpus, s.mem_gb) for s in specs], dtype=np.float64).reshape(n, 3)
+    member = totals / gang[:, None]  # the same IEEE divisions as JobSpec.member_demand
+    impossible = n
+    # Jobs of one shape fit or fail together: test each distinct (demand, gang size) once.
+    keys = list(zip(*member.T.tolist(), gang.tolist(), strict=True)) if n else []
+    ok = {
+        key: key[3] <= len(capacity) and int(fits_on(capacity, np.array(key[:3])).sum()) >= key[3]
+        for key in dict.fromkeys(keys)
+    }
+    if not all(ok.values()):
+        impossible = next(i for i, key in enumerate(keys) if not ok[key])
+    if duplicate <= impossible and duplicate < n:
+        raise ImpossibleJobError(f"Duplicate job_id {specs[duplicate].job_id!r}")
+    if impossible < n:
+        spec, m = specs[impossible], member[impossible]
+        top = capacity.max(axis=0)
+        raise ImpossibleJobError(
+            f"Job {spec.job_id!r} can never run: it needs {spec.gang_size} node(s) with "
+            f"gpus={m[0]:g}, cpus={m[1]:g}, mem_gb={m[2]:g} each, but the largest node "
+            f"offers gpus={top[0]:g}, cpus={top[1]:g}, mem_gb={top[2]:g}"
+        )
+    return member
+
+
+def build_jobs(specs: Sequence[JobSpec], capacity: np.ndarray, member: np.ndarray | None = None) -> list[Job]:
+    """The runtime records of a workload, checked with :func:`check_workload` (unless ``member``, its
+    result, is given). Jobs of one *shape* (class, per-node demand, gang size) fit or fail together; shape
+    ids are numbered in order of first appearance."""
+    if member is None:
+        member = check_workload(specs, capacity)
+    shapes: dict[tuple, int] = {}
+    jobs: list[Job] = []
+    for i, (spec, row) in enumerate(zip(specs, member.tolist(), strict=True)):
+        demand = (row[0], row[1], row[2])
+        key = (int(spec.job_class), demand, spec.gang_size)
         shape = shapes.get(key)
         if shape is None:
-            k = spec.gang_size
-            if not (k <= len(capacity) and int(fits_on(capacity, member).sum()) >= k):
-                raise ImpossibleJobError(
-                    f"Job {spec.job_id!r} can never run: it needs {k} node(s) with "
-                    f"gpus={member[0]:g}, cpus={member[1]:g}, mem_gb={member[2]:g} each, but the largest node "
-                    f"offers gpus={max_member[0]:g}, cpus={max_member[1]:g}, mem_gb={max_member[2]:g}"
-                )
             shape = shapes[key] = len(shapes)
-        member.setflags(write=False)
-        jobs.append(Job(idx=i, spec=spec, member=member, demand=key[1], shape=shape, remaining=float(spec.duration)))
+        m = np.array(demand, dtype=np.float64)
+        m.setflags(write=False)
+        jobs.append(Job(idx=i, spec=spec, member=m, demand=demand, shape=shape, remaining=float(spec.duration)))
     return jobs

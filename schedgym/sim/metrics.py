@@ -12,8 +12,9 @@ Definitions (see docs/semantics.md):
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, overload
 
 import numpy as np
 
@@ -30,6 +31,46 @@ class Segment(NamedTuple):
     start: float
     end: float
     end_reason: str  # "completed" | "preempted"
+
+
+class SegmentTable(Sequence[Segment]):
+    """Run segments held as columns; a :class:`Segment` is made when one is read. A native run of 50,000
+    jobs has some 60,000 segments, and most results never look at them."""
+
+    def __init__(self, job: np.ndarray, node: np.ndarray, start: np.ndarray, end: np.ndarray, completed: np.ndarray):
+        self._columns = (job, node, start, end, completed)
+
+    def __len__(self) -> int:
+        return len(self._columns[0])
+
+    @overload
+    def __getitem__(self, i: int) -> Segment: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Segment]: ...
+    def __getitem__(self, i: int | slice) -> Segment | list[Segment]:
+        if isinstance(i, slice):
+            return list(self)[i]
+        job, node, start, end, completed = self._columns
+        return Segment(int(job[i]), int(node[i]), float(start[i]), float(end[i]), _reason(bool(completed[i])))
+
+    def __iter__(self) -> Iterator[Segment]:
+        job, node, start, end, completed = (c.tolist() for c in self._columns)
+        for row in zip(job, node, start, end, completed, strict=True):
+            yield Segment(row[0], row[1], row[2], row[3], _reason(row[4]))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence):
+            return NotImplemented
+        return list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"SegmentTable({len(self)} segments)"
+
+
+def _reason(completed: bool) -> str:
+    return "completed" if completed else "preempted"
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +109,7 @@ class RunResult:
     grace_time: np.ndarray
     overhead_time: np.ndarray
     run_time: np.ndarray
-    segments: list[Segment]
+    segments: Sequence[Segment]
     capacity_total: np.ndarray
     n_preemptions: int
     # Set by only(): a subset keeps the utilisation of the whole run it was cut from (the utilisation of a

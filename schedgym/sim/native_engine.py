@@ -16,9 +16,9 @@ import numpy as np
 
 from schedgym.errors import IllegalDecisionError
 from schedgym.sim.cluster import ClusterSpec
-from schedgym.sim.job import Job, JobSpec, JobState, build_jobs
-from schedgym.sim.metrics import RunResult, Segment
-from schedgym.sim.policy import PreemptionPlan, PreemptionRequest, QueueDiscipline
+from schedgym.sim.job import Job, JobSpec, JobState, build_jobs, check_workload
+from schedgym.sim.metrics import RunResult, SegmentTable
+from schedgym.sim.policy import Policy, PreemptionPlan, PreemptionPolicy, PreemptionRequest, QueueDiscipline
 from schedgym.sim.simulator import SimConfig, Simulator
 
 ENGINE_VERSION = 1
@@ -47,7 +47,9 @@ class NativeSimulator(Simulator):
         self.capacity.setflags(write=False)
         self._capacity_rows = self.capacity.tolist()
         self._specs = list(jobs)
-        self._jobs = build_jobs(self._specs, self.capacity)
+        self._member = check_workload(self._specs, self.capacity)
+        self._columns = _columns(self._specs)
+        self._job_list: list[Job] | None = None  # built when first needed: a run of rules never needs them
         self._engine = self._build()
         self._request: PreemptionRequest | None = None
         self._log: list[tuple[list[int], list[int]]] = []  # every resolve(), for pickling by replay
@@ -57,26 +59,38 @@ class NativeSimulator(Simulator):
     def _build(self) -> Any:
         from schedgym.sim import _engine  # type: ignore[attr-defined]
 
-        specs = self._specs
-        n = len(specs)
-        member = np.array([j.member for j in self._jobs], dtype=np.float64).reshape(n, 3)
+        col = self._columns
         return _engine.Engine(
             np.ascontiguousarray(self.capacity, dtype=np.float64),
-            np.fromiter((s.submit_time for s in specs), np.float64, n),
-            np.fromiter((s.duration for s in specs), np.float64, n),
-            member,
-            np.fromiter((s.gang_size for s in specs), np.int64, n),
-            np.fromiter((int(s.job_class) for s in specs), np.int64, n),
-            np.fromiter((s.grace_period for s in specs), np.float64, n),
+            col["submit"],
+            col["duration"],
+            self._member,
+            col["gang"],
+            col["job_class"],
+            col["grace"],
             priority_queue=QueueDiscipline(self.config.queue) == QueueDiscipline.PRIORITY,
             backfill=self.config.backfill,
             first_fit=self.config.placement == "first-fit",
             max_preemptions=self.config.max_preemptions,
             restart_overhead=float(self.config.restart_overhead),
             preemption=self.preemption,
+            job_ids=col["job_id"],  # error messages name jobs as the Python engine does
         )
 
     # ------------------------------------------------------------------ driving
+    def run(self, policy: PreemptionPolicy) -> RunResult:
+        """Drive the simulation to the end; a built-in rule (``policy.native_rule()``) decides in C++."""
+        spec = policy.native_rule() if isinstance(policy, Policy) else None
+        fresh = not self._log and not self._advanced_after_log
+        if spec is not None and fresh and self.preemption:
+            name, params = spec
+            self._engine.run_rule(name, dict(params))
+            self._native_rule = spec  # replayed by pickling
+            self._advanced_after_log = True
+            self._stale = True
+            return self.result()
+        return super().run(policy)
+
     def advance(self) -> PreemptionRequest | None:
         if self._request is not None:
             raise IllegalDecisionError("advance() called while a decision is pending; call resolve() first")
@@ -121,15 +135,14 @@ class NativeSimulator(Simulator):
         if not eng.done:
             unfinished = int((eng.state() != JobState.COMPLETED).sum())
             raise IllegalDecisionError(f"result() needs a finished simulation; {unfinished} jobs are unfinished")
-        specs = self._specs
-        n = len(specs)
+        col = self._columns
         return RunResult(
-            job_ids=[s.job_id for s in specs],
-            job_class=np.fromiter((int(s.job_class) for s in specs), np.int64, n),
-            submit=np.fromiter((s.submit_time for s in specs), np.float64, n),
-            duration=np.fromiter((s.duration for s in specs), np.float64, n),
-            gpus=np.fromiter((s.gpus for s in specs), np.float64, n),
-            cpus=np.fromiter((s.cpus for s in specs), np.float64, n),
+            job_ids=list(col["job_id"]),
+            job_class=col["job_class"].copy(),
+            submit=col["submit"].copy(),
+            duration=col["duration"].copy(),
+            gpus=col["gpus"].copy(),
+            cpus=col["cpus"].copy(),
             first_start=eng.first_start(),
             completion=eng.completion(),
             preemptions=eng.preemptions().astype(np.int64),
@@ -191,18 +204,19 @@ class NativeSimulator(Simulator):
     @property
     def jobs(self) -> list[Job]:
         """The per-job records, brought up to date with the engine."""
-        if self._stale:
+        if self._stale or self._job_list is None:
             self._sync_all()
         return self._jobs
 
     @property
-    def segments(self) -> list[Segment]:
-        job, node, start, end, completed = self._engine.segments()
-        reasons = np.where(completed, "completed", "preempted").tolist()
-        return [
-            Segment(*row)
-            for row in zip(job.tolist(), node.tolist(), start.tolist(), end.tolist(), reasons, strict=True)
-        ]
+    def _jobs(self) -> list[Job]:
+        if self._job_list is None:
+            self._job_list = build_jobs(self._specs, self.capacity, self._member)
+        return self._job_list
+
+    @property
+    def segments(self) -> SegmentTable:
+        return SegmentTable(*self._engine.segments())
 
     def candidates(self) -> dict[int, list[Job]]:
         """Preemptible jobs per node (RUNNING, BE, fewer than max_preemptions preemptions), by job index."""
@@ -257,7 +271,7 @@ class NativeSimulator(Simulator):
             job.grace_time = grace
             job.overhead_time = ovh
             job.run_time = run
-            job.nodes = tuple(eng.job_nodes(job.idx)) if state in (2, 3) or job.nodes else ()
+            job.nodes = tuple(eng.job_nodes(job.idx))
         self._stale = False
 
     # ------------------------------------------------------------------ pickling by replay
@@ -273,6 +287,11 @@ class NativeSimulator(Simulator):
         self.__dict__.update(state)
         self._engine = self._build()
         # Deterministic: the same advance/resolve calls reproduce the same state exactly.
+        native_rule = self.__dict__.get("_native_rule")
+        if native_rule is not None:
+            self._engine.run_rule(native_rule[0], dict(native_rule[1]))
+            self._stale = True
+            return
         for decision in self._log:
             self._engine.advance()
             self._engine.resolve(*decision)
@@ -285,6 +304,23 @@ class NativeSimulator(Simulator):
     def _declining(self) -> int:
         self._engine.run_declining()
         return -1
+
+
+def _columns(specs: list[JobSpec]) -> dict[str, Any]:
+    """The workload as columns, read once (the engine's inputs and the result's static part)."""
+    n = len(specs)
+    rows = [(s.submit_time, s.duration, s.gpus, s.cpus, s.grace_period, s.gang_size, int(s.job_class)) for s in specs]
+    table = np.array(rows, dtype=np.float64).reshape(n, 7)
+    return {
+        "job_id": [s.job_id for s in specs],
+        "submit": np.ascontiguousarray(table[:, 0]),
+        "duration": np.ascontiguousarray(table[:, 1]),
+        "gpus": np.ascontiguousarray(table[:, 2]),
+        "cpus": np.ascontiguousarray(table[:, 3]),
+        "grace": np.ascontiguousarray(table[:, 4]),
+        "gang": table[:, 5].astype(np.int64),
+        "job_class": table[:, 6].astype(np.int64),
+    }
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:

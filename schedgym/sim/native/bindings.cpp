@@ -1,11 +1,299 @@
-// Python bindings of the native engine (nanobind).
+// Python bindings of the native engine (nanobind): schedgym.sim._engine.Engine.
+//
+// Arrays come in as numpy arrays (converted to C-contiguous float64/int64 if they are not) and go out as
+// fresh numpy arrays (copies). advance() and run_declining() release the GIL; a mutex per engine keeps a
+// second thread from reading or driving the engine while they run.
 #include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <algorithm>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "engine.hpp"
 
 namespace nb = nanobind;
+using namespace nb::literals;
+using schedgym::Engine;
+
+namespace {
+
+using F64In = nb::ndarray<const double, nb::c_contig, nb::device::cpu>;
+using I64In = nb::ndarray<const int64_t, nb::c_contig, nb::device::cpu>;
+
+// The bound object: the engine, the lock that guards it, and the job ids that error messages name.
+struct PyEngine {
+  std::unique_ptr<Engine> engine;
+  std::mutex mu;
+  nb::object job_ids;  // a sequence of str, or None
+};
+
+// A fresh numpy array holding a copy of n x cols values (cols == 0: one dimension).
+template <typename T, typename Src>
+nb::ndarray<nb::numpy, T> to_numpy(const Src* data, size_t n, size_t cols = 0) {
+  size_t count = n * (cols ? cols : 1);
+  T* buf = new T[count ? count : 1];
+  std::copy(data, data + count, buf);
+  nb::capsule owner(buf, [](void* p) noexcept { delete[] static_cast<T*>(p); });
+  size_t shape[2] = {n, cols};
+  return nb::ndarray<nb::numpy, T>(buf, cols ? 2 : 1, shape, owner);
+}
+
+template <typename T>
+nb::ndarray<nb::numpy, T> per_job(PyEngine& s, const std::vector<T>& (Engine::*getter)() const) {
+  std::lock_guard<std::mutex> lock(s.mu);
+  const std::vector<T>& v = ((*s.engine).*getter)();
+  return to_numpy<T>(v.data(), v.size());
+}
+
+// A built-in rule by name, with the parameters of its Python class (baselines/fitgpp.py, baselines/k8s.py).
+std::unique_ptr<schedgym::Rule> make_rule(const std::string& name, nb::dict params) {
+  auto get = [&](const char* key, nb::object fallback) -> nb::object {
+    return params.contains(key) ? nb::object(params[key]) : fallback;
+  };
+  if (name == "k8s") {
+    if (nb::len(params) != 0) throw std::invalid_argument("k8s takes no parameters");
+    return schedgym::make_k8s();
+  }
+  if (name == "fitgpp") {
+    for (auto item : params) {
+      std::string key = nb::cast<std::string>(item.first);
+      if (key != "lam" && key != "grace_scale" && key != "order" && key != "rank")
+        throw std::invalid_argument("Unknown fitgpp parameter '" + key + "'");
+    }
+    double lam = nb::cast<double>(get("lam", nb::float_(1.0)));
+    double grace_scale = nb::cast<double>(get("grace_scale", nb::float_(60.0)));
+    std::string order = nb::cast<std::string>(get("order", nb::str("fit")));
+    std::string rank = nb::cast<std::string>(get("rank", nb::str("score")));
+    if (order != "fit" && order != "grace") throw std::invalid_argument("Expected order 'fit' or 'grace'");
+    if (rank != "score" && rank != "grace") throw std::invalid_argument("Expected rank 'score' or 'grace'");
+    return schedgym::make_fitgpp(lam, grace_scale, order == "grace", rank == "grace");
+  }
+  throw std::invalid_argument("Unknown native rule '" + name + "'; expected 'fitgpp' or 'k8s'");
+}
+
+void check_1d(const char* name, size_t ndim, size_t len, size_t n_jobs) {
+  if (ndim != 1 || len != n_jobs)
+    throw std::invalid_argument(std::string("Expected ") + name + " to have shape (" + std::to_string(n_jobs) +
+                                ",) like submit, got " + (ndim == 1 ? "length " + std::to_string(len)
+                                                                    : std::to_string(ndim) + " dimensions"));
+}
+
+void init_engine(PyEngine* self, F64In capacity, F64In submit, F64In duration, F64In member, I64In gang,
+                 I64In job_class, F64In grace, bool priority_queue, bool backfill, bool first_fit,
+                 int64_t max_preemptions, double restart_overhead, bool preemption, nb::object job_ids) {
+  if (capacity.ndim() != 2 || capacity.shape(1) != 3)
+    throw std::invalid_argument("Expected capacity to have shape (n_nodes, 3)");
+  if (submit.ndim() != 1) throw std::invalid_argument("Expected submit to be one-dimensional");
+  size_t n_jobs = submit.shape(0);
+  if (member.ndim() != 2 || member.shape(1) != 3 || member.shape(0) != n_jobs)
+    throw std::invalid_argument("Expected member to have shape (" + std::to_string(n_jobs) + ", 3) like submit");
+  check_1d("duration", duration.ndim(), duration.shape(0), n_jobs);
+  check_1d("gang", gang.ndim(), gang.shape(0), n_jobs);
+  check_1d("job_class", job_class.ndim(), job_class.shape(0), n_jobs);
+  check_1d("grace", grace.ndim(), grace.shape(0), n_jobs);
+  if (n_jobs > static_cast<size_t>(INT32_MAX) / 4 || capacity.shape(0) > static_cast<size_t>(INT32_MAX) / 4)
+    throw std::invalid_argument("Too many jobs or nodes");
+  if (!job_ids.is_none() && nb::len(job_ids) != n_jobs)
+    throw std::invalid_argument("Expected job_ids to have one id per job");
+  schedgym::EngineConfig config;
+  config.priority_queue = priority_queue;
+  config.backfill = backfill;
+  config.first_fit = first_fit;
+  config.max_preemptions = max_preemptions;
+  config.restart_overhead = restart_overhead;
+  config.preemption = preemption;
+  auto engine = std::make_unique<Engine>(static_cast<int>(capacity.shape(0)), capacity.data(),
+                                         static_cast<int>(n_jobs), submit.data(), duration.data(), member.data(),
+                                         gang.data(), job_class.data(), grace.data(), config);
+  new (self) PyEngine();
+  self->engine = std::move(engine);
+  self->job_ids = job_ids;
+  if (!job_ids.is_none()) {
+    // Messages name a job as the Python engine does, by repr(job_id). Called from resolve(), with the GIL.
+    PyEngine* s = self;
+    self->engine->job_label = [s](int i) { return std::string(nb::repr(s->job_ids[nb::int_(i)]).c_str()); };
+  }
+}
+
+}  // namespace
 
 NB_MODULE(_engine, m) {
   m.doc() = "schedgym's native simulation engine";
   m.attr("ENGINE_VERSION") = schedgym::ENGINE_VERSION;
+
+  nb::class_<PyEngine>(m, "Engine",
+                       "One simulation: the rules of docs/semantics.md, with the same results as the Python engine "
+                       "(schedgym.sim.python_engine).")
+      .def("__init__", &init_engine, "capacity"_a, "submit"_a, "duration"_a, "member"_a, "gang"_a, "job_class"_a,
+           "grace"_a, nb::kw_only(), "priority_queue"_a, "backfill"_a, "first_fit"_a, "max_preemptions"_a,
+           "restart_overhead"_a, "preemption"_a, "job_ids"_a = nb::none(),
+           "capacity (n_nodes, 3) and member (n_jobs, 3, per-node demand) float64; submit, duration, grace float64 "
+           "and gang, job_class (0 TE, 1 BE) int64, one per job. job_ids (optional) only name jobs in error "
+           "messages.")
+
+      // ------------------------------------------------------------ driving
+      .def(
+          "advance",
+          [](PyEngine& s) {
+            nb::gil_scoped_release release;
+            std::lock_guard<std::mutex> lock(s.mu);
+            return s.engine->advance();
+          },
+          "Run until a TE job needs a preemption decision (returns its index) or the workload drains (-1).")
+      .def(
+          "resolve",
+          [](PyEngine& s, const std::vector<int64_t>& nodes, const std::vector<int64_t>& victims) {
+            std::lock_guard<std::mutex> lock(s.mu);
+            s.engine->resolve(nodes, victims);
+          },
+          "nodes"_a, "victims"_a,
+          "Answer the pending request: the nodes to use and the victims (job indices); empty nodes declines.")
+      .def(
+          "run_declining",
+          [](PyEngine& s) {
+            nb::gil_scoped_release release;
+            std::lock_guard<std::mutex> lock(s.mu);
+            s.engine->run_declining();
+          },
+          "advance() to the end, declining every request.")
+      .def(
+          "run_rule",
+          [](PyEngine& s, const std::string& name, nb::dict params) {
+            std::unique_ptr<schedgym::Rule> rule = make_rule(name, params);
+            nb::gil_scoped_release release;
+            std::lock_guard<std::mutex> lock(s.mu);
+            s.engine->run_rule(*rule);
+          },
+          "name"_a, "params"_a,
+          "advance() to the end with a built-in rule ('fitgpp' with lam, grace_scale, order, rank; 'k8s') "
+          "answering every request, in C++.")
+
+      // ------------------------------------------------------------ scalars
+      .def_prop_ro("now",
+                   [](PyEngine& s) {
+                     std::lock_guard<std::mutex> lock(s.mu);
+                     return s.engine->now();
+                   })
+      .def_prop_ro("n_preemptions",
+                   [](PyEngine& s) {
+                     std::lock_guard<std::mutex> lock(s.mu);
+                     return s.engine->n_preemptions();
+                   })
+      .def_prop_ro("n_decisions",
+                   [](PyEngine& s) {
+                     std::lock_guard<std::mutex> lock(s.mu);
+                     return s.engine->n_decisions();
+                   })
+      .def_prop_ro("done",
+                   [](PyEngine& s) {
+                     std::lock_guard<std::mutex> lock(s.mu);
+                     return s.engine->done();
+                   })
+      .def_prop_ro(
+          "pending",
+          [](PyEngine& s) {
+            std::lock_guard<std::mutex> lock(s.mu);
+            return s.engine->pending();
+          },
+          "The job index of the pending request, or -1.")
+      .def_prop_ro(
+          "queue_lengths",
+          [](PyEngine& s) {
+            std::lock_guard<std::mutex> lock(s.mu);
+            return std::make_pair(s.engine->queued_te(), s.engine->queued_be());
+          },
+          "(TE, BE) jobs pending, reserved TE jobs included.")
+      .def_prop_ro("n_nodes", [](PyEngine& s) { return s.engine->n_nodes(); })
+      .def_prop_ro("n_jobs", [](PyEngine& s) { return s.engine->n_jobs(); })
+      .def(
+          "accrued",
+          [](PyEngine& s) {
+            std::lock_guard<std::mutex> lock(s.mu);
+            const double* a = s.engine->accrued();
+            return std::make_pair(a[0], a[1]);
+          },
+          "Slowdown accrued so far, (TE, BE).")
+      .def(
+          "accrued_bounded",
+          [](PyEngine& s) {
+            std::lock_guard<std::mutex> lock(s.mu);
+            const double* a = s.engine->accrued_bounded();
+            return std::make_pair(a[0], a[1]);
+          },
+          "Bounded slowdown accrued so far, (TE, BE).")
+
+      // ------------------------------------------------------------ per node
+      .def(
+          "avail",
+          [](PyEngine& s) {
+            std::lock_guard<std::mutex> lock(s.mu);
+            const auto& v = s.engine->avail();
+            return to_numpy<double>(v.data(), v.size() / 3, 3);
+          },
+          "What any job may use, per node (a copy, shape (n_nodes, 3)).")
+      .def(
+          "held",
+          [](PyEngine& s) {
+            std::lock_guard<std::mutex> lock(s.mu);
+            const auto& v = s.engine->held();
+            return to_numpy<double>(v.data(), v.size() / 3, 3);
+          },
+          "What is set aside for reserved TE jobs, per node (a copy, shape (n_nodes, 3)).")
+      .def(
+          "candidates",
+          [](PyEngine& s) {
+            std::lock_guard<std::mutex> lock(s.mu);
+            return s.engine->candidates();
+          },
+          "[(node, [job index, ...]), ...]: preemption candidates of the nodes that have any, ascending.")
+      .def(
+          "running_on",
+          [](PyEngine& s, int node) {
+            std::lock_guard<std::mutex> lock(s.mu);
+            return s.engine->running_on(node);
+          },
+          "node"_a, "Jobs that hold resources on the node (running or in their grace period), ascending.")
+
+      // ------------------------------------------------------------ per job
+      .def(
+          "job_nodes",
+          [](PyEngine& s, int job) {
+            std::vector<int> nodes;
+            {
+              std::lock_guard<std::mutex> lock(s.mu);
+              nodes = s.engine->job_nodes(job);
+            }
+            nb::list out;
+            for (int n : nodes) out.append(n);
+            return nb::tuple(out);
+          },
+          "job"_a, "The nodes the job runs on, or is reserved on (a tuple; empty while queued).")
+      .def("state", [](PyEngine& s) { return per_job<int8_t>(s, &Engine::state); }, "JobState values (int8).")
+      .def("remaining", [](PyEngine& s) { return per_job<double>(s, &Engine::remaining); })
+      .def("preemptions", [](PyEngine& s) { return per_job<int64_t>(s, &Engine::preemptions); })
+      .def("run_start", [](PyEngine& s) { return per_job<double>(s, &Engine::run_start); })
+      .def("run_overhead", [](PyEngine& s) { return per_job<double>(s, &Engine::run_overhead); })
+      .def("first_start", [](PyEngine& s) { return per_job<double>(s, &Engine::first_start); })
+      .def("completion", [](PyEngine& s) { return per_job<double>(s, &Engine::completion); })
+      .def("grace_time", [](PyEngine& s) { return per_job<double>(s, &Engine::grace_time); })
+      .def("overhead_time", [](PyEngine& s) { return per_job<double>(s, &Engine::overhead_time); })
+      .def("run_time", [](PyEngine& s) { return per_job<double>(s, &Engine::run_time); })
+      .def(
+          "segments",
+          [](PyEngine& s) {
+            std::lock_guard<std::mutex> lock(s.mu);
+            const schedgym::SegmentRows& g = s.engine->segments();
+            size_t n = g.job.size();
+            return nb::make_tuple(to_numpy<int64_t>(g.job.data(), n), to_numpy<int64_t>(g.node.data(), n),
+                                  to_numpy<double>(g.start.data(), n), to_numpy<double>(g.end.data(), n),
+                                  to_numpy<bool>(g.completed.data(), n));
+          },
+          "(job, node, start, end, completed) arrays, one row per closed run segment and node, in closing order.");
 }
