@@ -26,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from schedgym.errors import IllegalDecisionError
+from schedgym.errors import ConfigError, IllegalDecisionError
 from schedgym.registry import make_policy
 from schedgym.sim import DECLINE, ClusterSpec, JobClass, JobSpec, NodeSpec, PreemptionPlan, PreemptionRequest
 from schedgym.sim.simulator import SimConfig, Simulator
@@ -755,3 +755,79 @@ def test_built_in_rules_give_identical_runs_on_both_engines(name, monkeypatch):
         for field in ("first_start", "completion", "preemptions", "grace_time", "overhead_time", "run_time"):
             np.testing.assert_array_equal(getattr(a, field), getattr(b, field), err_msg=f"{name} {field}")
         assert a.segments == b.segments and a.n_preemptions == b.n_preemptions
+
+
+# ------------------------------------------------------------------------------------------ engine selection
+
+
+def _tiny():
+    from schedgym.sim import cluster_preset
+    from schedgym.workloads import generate, preset
+
+    cluster = cluster_preset("small")
+    return cluster, generate(preset("paper", n_jobs=20), cluster, np.random.default_rng(0)).jobs
+
+
+def test_the_native_engine_is_the_default(monkeypatch):
+    from schedgym.sim.simulator import ENV_VAR
+
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    cluster, jobs = _tiny()
+    assert Simulator(cluster, jobs).engine == "native"
+    assert Simulator(cluster, jobs, SimConfig(engine="python")).engine == "python"
+    monkeypatch.setenv(ENV_VAR, "python")
+    assert Simulator(cluster, jobs).engine == "python"
+    assert Simulator(cluster, jobs, SimConfig(engine="native")).engine == "native"  # the config wins
+
+
+def test_without_the_native_module_the_default_warns_once_and_runs_python(monkeypatch):
+    import schedgym.sim.simulator as simulator
+
+    monkeypatch.delenv(simulator.ENV_VAR, raising=False)
+    monkeypatch.setattr(simulator, "native_available", lambda: False)
+    monkeypatch.setattr(simulator, "_warned", False)
+    cluster, jobs = _tiny()
+    with pytest.warns(RuntimeWarning, match="native engine"):
+        assert Simulator(cluster, jobs).engine == "python"
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a second simulation does not warn again
+        assert Simulator(cluster, jobs).engine == "python"
+    with pytest.raises(ConfigError, match="native engine was asked for"):
+        Simulator(cluster, jobs, SimConfig(engine="native"))
+    monkeypatch.setenv(simulator.ENV_VAR, "native")
+    with pytest.raises(ConfigError, match="native engine was asked for"):
+        Simulator(cluster, jobs)
+
+
+def test_a_bad_engine_name_is_a_config_error(monkeypatch):
+    from schedgym.sim.simulator import ENV_VAR
+
+    with pytest.raises(ConfigError, match="engine"):
+        SimConfig(engine="fortran")
+    monkeypatch.setenv(ENV_VAR, "fortran")
+    cluster, jobs = _tiny()
+    with pytest.raises(ConfigError, match="SCHEDGYM_ENGINE"):
+        Simulator(cluster, jobs)
+
+
+def test_a_native_simulation_pickles_by_replay():
+    import pickle
+
+    from schedgym.registry import make_policy
+
+    cluster, jobs = _tiny()
+    sim = Simulator(cluster, jobs, SimConfig(engine="native"))
+    policy = make_policy("k8s")
+    request = sim.advance()
+    steps = 0
+    while request is not None and steps < 3:
+        sim.resolve(policy.decide(request))
+        request = sim.advance()
+        steps += 1
+    twin = pickle.loads(pickle.dumps(sim))
+    assert twin.now == sim.now and (twin.pending_request is None) == (sim.pending_request is None)
+    np.testing.assert_array_equal(twin.avail, sim.avail)
+    a, b = sim.run(policy), twin.run(policy)
+    np.testing.assert_array_equal(a.completion, b.completion)

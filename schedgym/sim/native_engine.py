@@ -228,9 +228,11 @@ class NativeSimulator(Simulator):
 
     # ------------------------------------------------------------------ requests
     def _make_request(self, idx: int) -> PreemptionRequest:
-        self._sync_all()  # candidates' and the job's records must be current for the policy
         jobs = self._jobs
-        candidates = {int(n): [jobs[i] for i in ids] for n, ids in self._engine.candidates()}
+        listed = self._engine.candidates()
+        # The policy reads the job's and the candidates' records: bring just those up to date.
+        self._sync([idx, *sorted({i for _, ids in listed for i in ids})])
+        candidates = {int(n): [jobs[i] for i in ids] for n, ids in listed}
         return PreemptionRequest(
             job=jobs[idx],
             now=self.now,
@@ -243,6 +245,24 @@ class NativeSimulator(Simulator):
             n_jobs=len(jobs),
             max_preemptions=self.config.max_preemptions,
         )
+
+    def _sync(self, ids: list[int]) -> None:
+        jobs = self._jobs
+        for i, rec in zip(ids, self._engine.job_records(ids), strict=True):
+            job = jobs[i]
+            job.state = _STATES[rec[0]]
+            (
+                job.remaining,
+                job.preemptions,
+                job.run_start,
+                job.run_overhead,
+                job.first_start,
+                job.completion,
+                job.grace_time,
+                job.overhead_time,
+                job.run_time,
+                job.nodes,
+            ) = rec[1:]
 
     def _sync_all(self) -> None:
         eng = self._engine

@@ -263,6 +263,28 @@ NB_MODULE(_engine, m) {
 
       // ------------------------------------------------------------ per job
       .def(
+          "job_records",
+          [](PyEngine& s, const std::vector<int>& jobs) {
+            // The runtime fields of a few jobs (a request's job and candidates), so that a Python policy's
+            // request costs O(candidates), not O(jobs).
+            std::lock_guard<std::mutex> lock(s.mu);
+            const Engine& e = *s.engine;
+            nb::list out;
+            for (int j : jobs) {
+              if (j < 0 || j >= e.n_jobs()) throw nb::index_error("job index out of range");
+              nb::list nodes;
+              for (int n : e.job_nodes(j)) nodes.append(n);
+              out.append(nb::make_tuple(e.state()[j], e.remaining()[j], e.preemptions()[j], e.run_start()[j],
+                                        e.run_overhead()[j], e.first_start()[j], e.completion()[j],
+                                        e.grace_time()[j], e.overhead_time()[j], e.run_time()[j],
+                                        nb::tuple(nodes)));
+            }
+            return out;
+          },
+          "jobs"_a,
+          "(state, remaining, preemptions, run_start, run_overhead, first_start, completion, grace_time, "
+          "overhead_time, run_time, nodes) of each of ``jobs``.")
+      .def(
           "job_nodes",
           [](PyEngine& s, int job) {
             std::vector<int> nodes;
