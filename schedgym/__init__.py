@@ -27,6 +27,7 @@ for _id, (_kwargs, _steps) in ENV_IDS.items():
         register(
             id=_id,
             entry_point="schedgym.envs.preemption_env:PreemptionEnv",
+            vector_entry_point="schedgym.envs.vector_env:PreemptionVectorEnv",
             kwargs=dict(_kwargs),
             max_episode_steps=_steps,
         )
