@@ -49,7 +49,7 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
         self.max_episode_steps = max_episode_steps
         first = self.envs[0]
         self.single_observation_space = first.observation_space
-        self.single_action_space = spaces.Discrete(int(first.action_space.n))
+        self.single_action_space = spaces.Discrete(first.config.max_candidates + 1)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self._autoreset = np.zeros(self.num_envs, dtype=bool)
@@ -67,7 +67,8 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
             seeds = list(seed)
             if len(seeds) != self.num_envs:
                 raise ConfigError(f"Expected {self.num_envs} seeds, got {len(seeds)}")
-        observations, infos = [], {}
+        observations: list[np.ndarray] = []
+        infos: dict[str, Any] = {}
         for i, (env, s) in enumerate(zip(self.envs, seeds, strict=True)):
             obs, info = env.reset(seed=s, options=options)
             observations.append(obs)
