@@ -6,7 +6,8 @@ The environment only translates: the rules live in :mod:`schedgym.sim` (see ``do
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -18,8 +19,9 @@ from schedgym.envs.render import render_ansi, render_rgb
 from schedgym.errors import IllegalDecisionError, SchedGymError
 from schedgym.sim.cluster import ClusterSpec, resolve_cluster
 from schedgym.sim.job import Job
+from schedgym.sim.native_engine import StepwiseNativeSimulator
 from schedgym.sim.policy import DECLINE, PreemptionRequest
-from schedgym.sim.simulator import SimConfig, Simulator
+from schedgym.sim.simulator import SimConfig, Simulator, select_engine
 from schedgym.workloads.trace import Workload
 
 
@@ -107,6 +109,10 @@ class PreemptionEnv(gym.Env):
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
 
+    # On the native engine, decisions run in C++ (StepwiseNativeSimulator, the same protocol with the same
+    # results); False runs schedgym.decision.stepwise on either engine (for tests).
+    _native_decisions = True
+
     def __init__(self, config: EnvConfig | None = None, render_mode: str | None = None, **overrides: Any):
         base = config if config is not None else EnvConfig()
         unknown = sorted(set(overrides) - set(EnvConfig.field_names()))
@@ -130,7 +136,8 @@ class PreemptionEnv(gym.Env):
         self._weights = (self.config.te_weight, self.config.be_weight)
         self.sim: Simulator | None = None
         self._encoder: DecisionEncoder | None = None
-        self._decision: StepwiseDecision | None = None
+        self._decision: StepwiseDecision | None = None  # the Python protocol's decision in progress
+        self._core: Any = None  # on the native engine: the C++ protocol (schedgym.sim._engine.EnvCore)
         self._done = True
         self._ended = True
         self._last_accrued = (0.0, 0.0)
@@ -142,14 +149,19 @@ class PreemptionEnv(gym.Env):
         super().reset(seed=seed)
         workload = self._draw_workload(options or {})
         self._workload = workload
-        self.sim = Simulator(self.cluster, workload.jobs, self.config.sim)
-        self._encoder = DecisionEncoder(
+        self.sim = self._make_simulator(workload)
+        self._encoder = encoder = DecisionEncoder(
             self.sim.capacity,
             len(workload.jobs),
             max_candidates=self.config.max_candidates,
             estimate_noise=self.config.estimate_noise,
             rng=self.np_random,
         )
+        self._decision = None
+        self._core = None
+        if isinstance(self.sim, StepwiseNativeSimulator):  # the protocol in C++, from the same encoder
+            enc = encoder
+            self._core = self.sim.begin_decisions(enc.max_candidates, enc.estimate, enc.scale, enc.total)
         self._done = False  # the workload has drained
         self._ended = False  # ... and a step has returned terminated=True
         self._last_accrued = (0.0, 0.0)
@@ -162,14 +174,22 @@ class PreemptionEnv(gym.Env):
     def step(self, action: Any):
         if self.sim is None or self._ended:
             raise SchedGymError("step() called on a finished episode (or before reset()); call reset() first")
-        decision = self._decision
+        decision, core = self._decision, self._core
         n_preempted = 0
         start = self.sim.now
-        if decision is None:  # an episode without any decision: this step only ends it
+        pending = decision is not None if core is None else core.job >= 0
+        if not pending:  # an episode without any decision: this step only ends it
             if action != 0:
                 raise IllegalDecisionError(f"Action {action!r} is illegal: no decision is pending; legal: [0]")
             self.n_steps += 1
+        elif core is not None:  # the native engine's protocol, in C++
+            n = self.sim.choose(_check_action(action, core.n_rows))
+            self.n_steps += 1
+            if n >= 0:  # resolved (0: declined)
+                n_preempted = n
+                self._next_decision()
         else:
+            assert decision is not None
             plan = decision.choose(action)  # checks the action first
             self.n_steps += 1
             if plan is not None:
@@ -185,6 +205,10 @@ class PreemptionEnv(gym.Env):
 
     def action_masks(self) -> np.ndarray:
         """Legal actions of the current decision (bool, shape ``(max_candidates + 1,)``); 0 is always legal."""
+        if self._core is not None:
+            mask = np.empty(self.config.max_candidates + 1, dtype=bool)
+            self._core.mask(mask)
+            return mask
         if self._decision is None:
             mask = np.zeros(self.config.max_candidates + 1, dtype=bool)
             mask[0] = True
@@ -205,26 +229,54 @@ class PreemptionEnv(gym.Env):
     @property
     def pending_request(self) -> PreemptionRequest | None:
         """The simulator's request behind the current decision (None at the end of an episode)."""
+        if self._core is not None:
+            return self._native_sim.pending_request if self._core.job >= 0 else None
         return self._decision.request if self._decision is not None else None
 
     @property
-    def decision(self) -> StepwiseDecision | None:
-        """The decision in progress (rows, chosen victims, mask), or None at the end of an episode."""
+    def decision(self) -> StepwiseDecision | NativeDecision | None:
+        """The decision in progress (rows, chosen victims, mask), or None at the end of an episode. On the native
+        engine, a read-only :class:`NativeDecision` (the protocol runs in C++)."""
+        if self._core is not None:
+            return NativeDecision(self) if self._core.job >= 0 else None
         return self._decision
 
     @property
     def candidate_rows(self) -> list[tuple[Job, int]]:
         """``(job, node)`` of each candidate row; action ``i`` preempts row ``i - 1``."""
+        if self._core is not None:
+            rows = self._core.rows()
+            jobs = self._native_sim.decision_jobs([i for i, _ in rows])
+            return [(job, node) for job, (_, node) in zip(jobs, rows, strict=True)]
         return list(self._decision.rows) if self._decision is not None else []
 
     @property
     def chosen_victims(self) -> list[Job]:
+        if self._core is not None:
+            return self._native_sim.decision_jobs(self._core.chosen())
         return list(self._decision.chosen) if self._decision is not None else []
+
+    @property
+    def _native_sim(self) -> StepwiseNativeSimulator:
+        assert isinstance(self.sim, StepwiseNativeSimulator)
+        return self.sim
+
+    def _make_simulator(self, workload: Workload) -> Simulator:
+        config = self.config.sim
+        if self._native_decisions and select_engine(config.engine) == "native":
+            return StepwiseNativeSimulator(self.cluster, workload.jobs, config)
+        return Simulator(self.cluster, workload.jobs, config)
 
     def _next_decision(self) -> None:
         """Advance the simulator to the next request that offers a choice, or to the end."""
         sim, encoder = self.sim, self._encoder
         assert sim is not None and encoder is not None
+        if self._core is not None:
+            if sim.next_decision():
+                self.n_decisions += 1
+            else:
+                self._done = True
+            return
         while (request := sim.advance()) is not None:
             decision = encoder.begin(request)
             if decision.offers_choice:
@@ -251,23 +303,45 @@ class PreemptionEnv(gym.Env):
     def _info(self, interval: float, parts: dict[str, float]) -> dict[str, Any]:
         sim = self.sim
         assert sim is not None
-        req = self.pending_request
+        core = self._core
+        if core is not None:
+            job = core.job
+            te_job = self._workload.jobs[job].job_id if job >= 0 else None
+            n_candidates = core.n_rows
+        else:
+            req = self.pending_request
+            te_job = req.job.job_id if req is not None else None
+            n_candidates = len(self._decision.rows) if self._decision is not None else 0
         return {
             "sim_time": sim.now,
             "interval": interval,
             "action_mask": self.action_masks(),
             "reward_parts": dict(parts),
-            "te_job": req.job.job_id if req is not None else None,
-            "n_candidates": len(self._decision.rows) if self._decision is not None else 0,
+            "te_job": te_job,
+            "n_candidates": n_candidates,
             "decisions": self.n_decisions,
             "preemptions": sim.n_preemptions,
         }
 
     def _observation(self) -> np.ndarray:
+        if self._core is not None:
+            obs = np.empty(self._core.observation_size, dtype=np.float32)
+            self._core.observe(obs)
+            return obs
         if self._decision is None:
             assert self._encoder is not None
             return self._encoder.empty_observation()
         return self._decision.observe()
+
+    # ------------------------------------------------------------------ copying
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_core"] = None  # a C++ object: the simulator rebuilds it (see StepwiseNativeSimulator)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._core = self.sim.core if isinstance(self.sim, StepwiseNativeSimulator) else None
 
     # ------------------------------------------------------------------ workloads
     def _draw_workload(self, options: dict[str, Any]) -> Workload:
@@ -296,6 +370,62 @@ class PreemptionEnv(gym.Env):
         if "workload_seed" in options:
             return source.seeded(options["workload_seed"], self.cluster)
         return source.draw(self.np_random, self.cluster)
+
+
+class NativeDecision:
+    """The decision in progress of a :class:`PreemptionEnv` on the native engine, where the protocol of
+    :class:`~schedgym.decision.StepwiseDecision` runs in C++: the same read-only view (``request``, ``rows``,
+    ``chosen``, ``targets``, ``offers_choice``, :meth:`mask`, :meth:`observe`, :meth:`check`). Act through
+    ``env.step``."""
+
+    __slots__ = ("_env",)
+
+    def __init__(self, env: PreemptionEnv) -> None:
+        self._env = env
+
+    @property
+    def encoder(self) -> DecisionEncoder | None:
+        return self._env._encoder
+
+    @property
+    def request(self) -> PreemptionRequest | None:
+        return self._env.pending_request
+
+    @property
+    def rows(self) -> list[tuple[Job, int]]:
+        return self._env.candidate_rows
+
+    @property
+    def chosen(self) -> list[Job]:
+        return self._env.chosen_victims
+
+    @property
+    def targets(self) -> list[int]:
+        core = self._env._core
+        return list(core.targets()) if core is not None else []
+
+    @property
+    def offers_choice(self) -> bool:
+        core = self._env._core
+        return core is not None and core.n_rows > 0
+
+    def mask(self) -> np.ndarray:
+        return self._env.action_masks()
+
+    def observe(self) -> np.ndarray:
+        return self._env._observation()
+
+    def check(self, action: object) -> int:
+        core = self._env._core
+        return _check_action(action, core.n_rows if core is not None else 0)
+
+
+def _check_action(action: Any, n_rows: int) -> int:
+    """:meth:`StepwiseDecision.check <schedgym.decision.StepwiseDecision.check>` for a decision with ``n_rows``
+    candidate rows: ``action`` as an int if it is legal, else the same :class:`IllegalDecisionError`."""
+    if type(action) is int and 0 <= action <= n_rows:
+        return action
+    return StepwiseDecision.check(cast(StepwiseDecision, SimpleNamespace(rows=range(n_rows))), action)
 
 
 # The observation table of the docstring comes from the one schema (schedgym.decision.features).

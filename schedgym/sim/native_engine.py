@@ -21,7 +21,7 @@ from schedgym.sim.metrics import RunResult, SegmentTable
 from schedgym.sim.policy import Policy, PreemptionPlan, PreemptionPolicy, PreemptionRequest, QueueDiscipline
 from schedgym.sim.simulator import SimConfig, Simulator
 
-ENGINE_VERSION = 1
+ENGINE_VERSION = 2
 """The version of the compiled engine this wrapper expects (``schedgym.sim._engine.ENGINE_VERSION``)."""
 
 _STATES = tuple(JobState)
@@ -326,6 +326,117 @@ class NativeSimulator(Simulator):
         return -1
 
 
+class StepwiseNativeSimulator(NativeSimulator):
+    """A native simulation whose requests are decided victim by victim in C++: the protocol of
+    :mod:`schedgym.decision.stepwise` (``EnvCore``, ``schedgym/sim/native/decision.cpp``) on the engine's state,
+    with the same rows, plans and observations. :class:`~schedgym.envs.PreemptionEnv` runs on it when the
+    native engine is selected.
+
+    After :meth:`begin_decisions`, drive it with :meth:`next_decision` and :meth:`choose` (read the decision
+    from :attr:`core`); :attr:`pending_request` is built only when asked for. The rest of the
+    :class:`~schedgym.sim.simulator.Simulator` API works as on :class:`NativeSimulator`, and it pickles by
+    replay, the decision in progress included.
+    """
+
+    _core: Any = None
+    _core_args: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def begin_decisions(
+        self, max_candidates: int, estimate: np.ndarray, scale: Sequence[float], total: Sequence[float]
+    ) -> Any:
+        """Build the decision core (``DecisionEncoder``'s ``max_candidates``, ``estimate``, ``scale`` and
+        ``total``) and return it."""
+        from schedgym.sim import _engine  # type: ignore[attr-defined]
+
+        args = (
+            int(max_candidates),
+            np.ascontiguousarray(estimate, dtype=np.float64),
+            np.ascontiguousarray(scale, dtype=np.float64),
+            np.ascontiguousarray(total, dtype=np.float64),
+        )
+        self._core = _engine.EnvCore(self._engine, *args)
+        self._core_args = args
+        return self._core
+
+    @property
+    def core(self) -> Any:
+        """The decision core (``schedgym.sim._engine.EnvCore``), or None before :meth:`begin_decisions`."""
+        return self._core
+
+    def next_decision(self) -> bool:
+        """Advance to the next request that offers a choice (True), declining those that offer none, or to the
+        end of the workload (False)."""
+        found = bool(self._core.next_decision())
+        self._request = None
+        self._advanced_after_log = True
+        self._stale = True
+        return found
+
+    def choose(self, action: int) -> int:
+        """Apply a legal ``action`` (checked by the caller) to the decision in progress: the number of victims
+        preempted once the request is resolved (0 for a decline; call :meth:`next_decision` next), or -1 if
+        the decision goes on."""
+        n = int(self._core.choose(action))
+        if n >= 0:  # resolved: the engine waits for next_decision()
+            self._request = None
+            self._advanced_after_log = False
+            self._stale = True
+        return n
+
+    def decision_jobs(self, ids: Sequence[int]) -> list[Job]:
+        """The records of jobs ``ids``, brought up to date with the engine (as a request's are)."""
+        jobs = self._jobs
+        if ids:
+            self._sync(list(dict.fromkeys(ids)))
+        return [jobs[i] for i in ids]
+
+    @property
+    def pending_request(self) -> PreemptionRequest | None:
+        if self._request is None:
+            idx = self._engine.pending
+            if idx >= 0:
+                self._request = self._make_request(idx)
+        return self._request
+
+    def _flush_log(self) -> None:
+        if self._core is not None:
+            self._log.extend(self._core.take_log())
+
+    def advance(self) -> PreemptionRequest | None:
+        if self._engine.pending >= 0:
+            raise IllegalDecisionError("advance() called while a decision is pending; call resolve() first")
+        self._flush_log()
+        return super().advance()
+
+    def resolve(self, plan: PreemptionPlan) -> None:
+        self.pending_request  # noqa: B018 - built if the decision core left it unbuilt
+        self._flush_log()
+        super().resolve(plan)
+        if self._core is not None:
+            self._core.attach()  # nothing is pending now: the core follows
+
+    def run(self, policy: PreemptionPolicy) -> RunResult:
+        self._flush_log()
+        return super().run(policy)
+
+    def __getstate__(self) -> dict[str, Any]:
+        self._flush_log()
+        state = super().__getstate__()
+        core = state.pop("_core", None)
+        state["_core_progress"] = (core.chosen(), core.targets()) if core is not None else None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        progress = state.pop("_core_progress")
+        super().__setstate__(state)
+        if self._core_args is not None:
+            from schedgym.sim import _engine  # type: ignore[attr-defined]
+
+            self._core = _engine.EnvCore(self._engine, *self._core_args)
+            if self._core.attach() and progress is not None and progress[0]:
+                self._core.restore(*progress)
+
+
 def _columns(specs: list[JobSpec]) -> dict[str, Any]:
     """The workload as columns, read once (the engine's inputs and the result's static part)."""
     n = len(specs)
@@ -348,4 +459,4 @@ def _read_only(a: np.ndarray) -> np.ndarray:
     return a
 
 
-__all__ = ["ENGINE_VERSION", "NativeSimulator"]
+__all__ = ["ENGINE_VERSION", "NativeSimulator", "StepwiseNativeSimulator"]

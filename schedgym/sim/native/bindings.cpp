@@ -16,11 +16,13 @@
 #include <string>
 #include <vector>
 
+#include "decision.hpp"
 #include "engine.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
 using schedgym::Engine;
+using schedgym::EnvCore;
 
 namespace {
 
@@ -120,6 +122,46 @@ void init_engine(PyEngine* self, F64In capacity, F64In submit, F64In duration, F
     PyEngine* s = self;
     self->engine->job_label = [s](int i) { return std::string(nb::repr(s->job_ids[nb::int_(i)]).c_str()); };
   }
+}
+
+// The bound decision core (schedgym.sim._engine.EnvCore): the engine object it drives (kept alive, and its
+// lock taken around every call) and the core itself.
+struct PyEnvCore {
+  nb::object engine_obj;
+  PyEngine* engine = nullptr;
+  std::unique_ptr<EnvCore> core;
+};
+
+using F32Out = nb::ndarray<float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using BoolOut = nb::ndarray<bool, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+void init_env_core(PyEnvCore* self, nb::handle engine, int64_t max_candidates, F64In estimate, F64In scale,
+                   F64In total) {
+  if (!nb::isinstance<PyEngine>(engine)) throw nb::type_error("Expected engine to be a schedgym.sim._engine.Engine");
+  PyEngine* pe = nb::inst_ptr<PyEngine>(engine);
+  if (max_candidates < 1 || max_candidates > (1 << 20))
+    throw std::invalid_argument("Expected 1 <= max_candidates <= 2**20, got " + std::to_string(max_candidates));
+  if (estimate.ndim() != 1) throw std::invalid_argument("Expected estimate to be one-dimensional");
+  if (scale.ndim() != 1 || scale.shape(0) != 3 || total.ndim() != 1 || total.shape(0) != 3)
+    throw std::invalid_argument("Expected scale and total to have shape (3,)");
+  std::vector<double> est(estimate.data(), estimate.data() + estimate.shape(0));
+  std::unique_ptr<EnvCore> core;
+  {
+    std::lock_guard<std::mutex> lock(pe->mu);
+    core = std::make_unique<EnvCore>(pe->engine.get(), static_cast<int>(max_candidates), std::move(est), scale.data(),
+                                     total.data());
+  }
+  new (self) PyEnvCore();
+  self->engine_obj = nb::borrow<nb::object>(engine);
+  self->engine = pe;
+  self->core = std::move(core);
+}
+
+template <typename T>
+nb::list to_list(const std::vector<T>& v) {
+  nb::list out;
+  for (const T& x : v) out.append(x);
+  return out;
 }
 
 }  // namespace
@@ -318,4 +360,132 @@ NB_MODULE(_engine, m) {
                                   to_numpy<bool>(g.completed.data(), n));
           },
           "(job, node, start, end, completed) arrays, one row per closed run segment and node, in closing order.");
+
+  // ---------------------------------------------------------------- the decision protocol (decision.hpp)
+  nb::class_<PyEnvCore>(m, "EnvCore",
+                        "The victim-by-victim decision protocol of schedgym.decision.stepwise on an Engine's state "
+                        "(PreemptionEnv's native path): the same rows, plans and observations, computed in C++.")
+      .def("__init__", &init_env_core, "engine"_a, "max_candidates"_a, "estimate"_a, "scale"_a, "total"_a,
+           "engine: the Engine to drive (nothing else may drive it meanwhile); estimate: one float64 factor per job "
+           "(DecisionEncoder.estimate); scale, total: DecisionEncoder.scale and .total (3 values each).")
+      .def(
+          "next_decision",
+          [](PyEnvCore& s) {
+            nb::gil_scoped_release release;
+            std::lock_guard<std::mutex> lock(s.engine->mu);
+            return s.core->next_decision();
+          },
+          "Advance to the next request that offers a choice (True), declining those that offer none, or to the "
+          "end (False).")
+      .def(
+          "choose",
+          [](PyEnvCore& s, int64_t action) {
+            std::lock_guard<std::mutex> lock(s.engine->mu);
+            if (s.core->job() < 0) throw std::invalid_argument("choose() called with no decision pending");
+            if (action < 0 || action > static_cast<int64_t>(s.core->rows().size()))
+              throw std::invalid_argument("Action " + std::to_string(action) + " is illegal; legal actions are 0.." +
+                                          std::to_string(s.core->rows().size()));
+            return s.core->choose(static_cast<int>(action));
+          },
+          "action"_a,
+          "0 declines, i >= 1 chooses row i - 1. Returns the number of victims preempted once the request is "
+          "resolved (0 for a decline), or -1 if the decision goes on. Call next_decision() after a resolve.")
+      .def(
+          "attach",
+          [](PyEnvCore& s) {
+            std::lock_guard<std::mutex> lock(s.engine->mu);
+            return s.core->attach();
+          },
+          "Begin deciding the engine's pending request, if any (True); for an engine rebuilt by replay.")
+      .def(
+          "restore",
+          [](PyEnvCore& s, const std::vector<int>& chosen, const std::vector<int>& targets) {
+            std::lock_guard<std::mutex> lock(s.engine->mu);
+            s.core->restore(chosen, targets);
+          },
+          "chosen"_a, "targets"_a, "Continue the pending decision from these chosen victims and target nodes.")
+      .def(
+          "observe",
+          [](PyEnvCore& s, F32Out out) {
+            if (out.shape(0) != static_cast<size_t>(s.core->observation_size()))
+              throw std::invalid_argument("Expected a float32 array of shape (" +
+                                          std::to_string(s.core->observation_size()) + ",)");
+            std::lock_guard<std::mutex> lock(s.engine->mu);
+            s.core->observe(out.data());
+          },
+          nb::arg("out").noconvert(), "Write the observation into out (float32, C-contiguous, shape (20 + 13 * max_candidates,)).")
+      .def(
+          "mask",
+          [](PyEnvCore& s, BoolOut out) {
+            if (out.shape(0) != static_cast<size_t>(s.core->max_candidates()) + 1)
+              throw std::invalid_argument("Expected a bool array of shape (" +
+                                          std::to_string(s.core->max_candidates() + 1) + ",)");
+            std::lock_guard<std::mutex> lock(s.engine->mu);
+            s.core->mask(out.data());
+          },
+          nb::arg("out").noconvert(), "Write the legal actions into out (bool, shape (max_candidates + 1,)).")
+      .def(
+          "rows",
+          [](PyEnvCore& s) {
+            std::lock_guard<std::mutex> lock(s.engine->mu);
+            return s.core->rows();
+          },
+          "[(candidate job index, node), ...]: action i chooses row i - 1.")
+      .def(
+          "chosen",
+          [](PyEnvCore& s) {
+            std::lock_guard<std::mutex> lock(s.engine->mu);
+            return to_list(s.core->chosen());
+          },
+          "Job indices of the victims chosen in this attempt, in order.")
+      .def(
+          "targets",
+          [](PyEnvCore& s) {
+            std::lock_guard<std::mutex> lock(s.engine->mu);
+            return to_list(s.core->targets());
+          },
+          "Nodes of the chosen victims' rows, in order of first choice.")
+      .def(
+          "take_log",
+          [](PyEnvCore& s) {
+            std::vector<int64_t> flat;
+            {
+              std::lock_guard<std::mutex> lock(s.engine->mu);
+              flat = s.core->take_log();
+            }
+            nb::list out;
+            for (size_t i = 0; i + 1 < flat.size();) {
+              size_t nn = static_cast<size_t>(flat[i]), nv = static_cast<size_t>(flat[i + 1]);
+              i += 2;
+              nb::list nodes, victims;
+              for (size_t j = 0; j < nn; ++j) nodes.append(flat[i++]);
+              for (size_t j = 0; j < nv; ++j) victims.append(flat[i++]);
+              out.append(nb::make_tuple(nodes, victims));
+            }
+            return out;
+          },
+          "The (nodes, victims) of every resolve made since the last call, in order (for replay).")
+      .def_prop_ro(
+          "job",
+          [](PyEnvCore& s) {
+            std::lock_guard<std::mutex> lock(s.engine->mu);
+            return s.core->job();
+          },
+          "The index of the TE job being decided, or -1.")
+      .def_prop_ro(
+          "n_rows",
+          [](PyEnvCore& s) {
+            std::lock_guard<std::mutex> lock(s.engine->mu);
+            return s.core->rows().size();
+          },
+          "Candidate rows of the decision (legal actions: 0..n_rows).")
+      .def_prop_ro(
+          "n_offered",
+          [](PyEnvCore& s) {
+            std::lock_guard<std::mutex> lock(s.engine->mu);
+            return s.core->n_offered();
+          },
+          "Decisions offered so far.")
+      .def_prop_ro("max_candidates", [](PyEnvCore& s) { return s.core->max_candidates(); })
+      .def_prop_ro("observation_size", [](PyEnvCore& s) { return s.core->observation_size(); });
 }

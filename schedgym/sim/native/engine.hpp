@@ -18,7 +18,7 @@
 namespace schedgym {
 
 // Bumped whenever the engine's behaviour changes; the Python side checks it.
-constexpr int ENGINE_VERSION = 1;
+constexpr int ENGINE_VERSION = 2;  // 2: EnvCore (the environment's decision protocol)
 
 // Job states, with the values of schedgym.sim.job.JobState.
 enum JobStateCode : int8_t { NOT_SUBMITTED = 0, PENDING = 1, RUNNING = 2, PREEMPTING = 3, COMPLETED = 4 };
@@ -126,6 +126,18 @@ class Engine {
   const std::vector<double>& overhead_time() const { return overhead_time_; }
   const std::vector<double>& run_time() const { return run_time_; }
   const SegmentRows& segments() const { return segments_; }
+
+  // Read-only views without copies, for EnvCore (decision.hpp), which reads a request's job and candidates on
+  // every decision. Indices are not checked: callers pass valid node and job indices.
+  int64_t max_preemptions() const { return config_.max_preemptions; }
+  const double* member(int job) const { return member_row(job); }  // per-node demand (3 values)
+  int gang(int job) const { return gang_[job]; }
+  double grace(int job) const { return grace_[job]; }
+  double submit(int job) const { return submit_[job]; }
+  double duration(int job) const { return duration_[job]; }
+  const int* placed_nodes(int job) const { return nodes_of(job); }  // n_placed(job) nodes, placement order
+  int n_placed(int job) const { return n_placed_[job]; }
+  const std::vector<int>& candidates_on(int node) const { return cand_on_[node]; }  // unordered
 
  private:
   // An event of the heap (time, kind, seq, job, epoch); kinds order equal times.
