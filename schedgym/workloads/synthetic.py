@@ -143,19 +143,14 @@ def generate(
         raise ConfigError(f"Synthetic workloads need a cluster with GPUs; {cluster.name!r} has none")
     rate = config.load * total_gpus / float((gpus * dur).mean())  # jobs per second
     submit = np.round(np.cumsum(rng.exponential(1.0 / rate, size=n)), 3)
+    # Whole columns as Python scalars (reading numpy scalars one by one costs more than the JobSpecs).
+    te, be = JobClass.TE, JobClass.BE
+    columns = zip(
+        submit.tolist(), dur.tolist(), gpus.tolist(), cpus.tolist(), mem.tolist(), nodes.tolist(),
+        is_te.tolist(), grace.tolist(), strict=True,
+    )  # fmt: skip
     jobs = tuple(
-        JobSpec(
-            job_id=f"j{i}",
-            submit_time=float(submit[i]),
-            duration=float(dur[i]),
-            gpus=float(gpus[i]),
-            cpus=float(cpus[i]),
-            mem_gb=float(mem[i]),
-            gang_size=int(nodes[i]),
-            job_class=JobClass.TE if is_te[i] else JobClass.BE,
-            grace_period=float(grace[i]),
-        )
-        for i in range(n)
+        JobSpec(f"j{i}", s, d, g, c, m, k, te if t else be, gr) for i, (s, d, g, c, m, k, t, gr) in enumerate(columns)
     )
     return Workload(jobs, name=name)
 
