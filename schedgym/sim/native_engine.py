@@ -40,12 +40,7 @@ class NativeSimulator(Simulator):
         *,
         preemption: bool = True,
     ) -> None:
-        self.cluster = cluster
-        self.config = config if config is not None else SimConfig()
-        self.preemption = preemption
-        self.capacity = cluster.capacity
-        self.capacity.setflags(write=False)
-        self._capacity_rows = self.capacity.tolist()
+        self._set_up(cluster, config, preemption)
         self._specs = list(jobs)
         self._member = check_workload(self._specs, self.capacity)
         self._columns = _columns(self._specs)

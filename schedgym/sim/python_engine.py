@@ -48,12 +48,7 @@ class PythonSimulator(Simulator):
         *,
         preemption: bool = True,
     ) -> None:
-        self.cluster = cluster
-        self.config = config if config is not None else SimConfig()
-        self.preemption = preemption
-        self.capacity = cluster.capacity
-        self.capacity.setflags(write=False)
-        self._capacity_rows = self.capacity.tolist()
+        self._set_up(cluster, config, preemption)
         # unused = avail + held. held: free resources already set aside for reserved TE jobs (taken from what
         # was free at the decision, or handed over by victims as they release); avail: what anyone may use.
         self.held = np.zeros_like(self.capacity)

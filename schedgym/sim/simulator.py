@@ -171,6 +171,15 @@ class Simulator:
     ) -> None:
         raise NotImplementedError
 
+    def _set_up(self, cluster: ClusterSpec, config: SimConfig | None, preemption: bool) -> None:
+        """What both engines keep the same way: the cluster, the rules, the capacities."""
+        self.cluster = cluster
+        self.config = config if config is not None else SimConfig()
+        self.preemption = preemption
+        self.capacity = cluster.capacity
+        self.capacity.setflags(write=False)  # shared with every request: nobody may change it
+        self._capacity_rows = self.capacity.tolist()
+
     def run(self, policy: PreemptionPolicy) -> RunResult:
         """Drive the simulation to the end with ``policy`` answering every request."""
         while (request := self.advance()) is not None:  # type: ignore[attr-defined]
