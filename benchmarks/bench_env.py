@@ -112,6 +112,27 @@ def main() -> None:
             f"| {100 * r['share_simulate']:.0f}% | {100 * r['share_generate']:.0f}% | {100 * r['share_observe']:.0f}% "
             f"| {100 * (1 - r['share_simulate'] - r['share_generate'] - r['share_observe']):.0f}% |"
         )
+    print("\n| vector environment (make_vec, vector entry point) | sub-environments | decisions/s, all together |")
+    print("|---|---:|---:|")
+    for num_envs in (1, 16):
+        rate = run_vector("schedgym/Preemption-v0", num_envs, args.seconds, args.seed)
+        print(f"| schedgym/Preemption-v0 | {num_envs} | {rate:,.0f} |")
+
+
+def run_vector(env_id: str, num_envs: int, seconds: float, seed: int) -> float:
+    """Decisions per second, summed over the sub-environments of ``gymnasium.make_vec`` (vector entry
+    point), with random legal actions drawn from the batched masks."""
+    venv = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point")
+    venv.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+    steps = 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        masks = venv.action_masks()  # type: ignore[attr-defined]
+        actions = np.array([rng.choice(np.flatnonzero(m)) for m in masks])
+        venv.step(actions)
+        steps += num_envs
+    return steps / (time.perf_counter() - t0)
 
 
 if __name__ == "__main__":
