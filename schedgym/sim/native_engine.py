@@ -73,11 +73,23 @@ class NativeSimulator(Simulator):
         )
 
     # ------------------------------------------------------------------ driving
+    @property
+    def _fresh(self) -> bool:
+        """Nothing has driven the engine yet (so a whole run can be handed to it in one call)."""
+        return not self._log and not self._advanced_after_log
+
+    def _advance_engine(self) -> int:
+        """The engine's next request (its job index), or -1 at the end. Without preemption nobody is asked, so a
+        fresh simulation runs to the end in one native call."""
+        if not self.preemption and not self._log:
+            self._engine.run_declining()
+            return -1
+        return int(self._engine.advance())
+
     def run(self, policy: PreemptionPolicy) -> RunResult:
         """Drive the simulation to the end; a built-in rule (``policy.native_rule()``) decides in C++."""
         spec = policy.native_rule() if isinstance(policy, Policy) else None
-        fresh = not self._log and not self._advanced_after_log
-        if spec is not None and fresh and self.preemption:
+        if spec is not None and self._fresh and self.preemption:
             name, params = spec
             self._engine.run_rule(name, dict(params))
             self._native_rule = spec  # replayed by pickling
@@ -89,11 +101,7 @@ class NativeSimulator(Simulator):
     def advance(self) -> PreemptionRequest | None:
         if self._request is not None:
             raise IllegalDecisionError("advance() called while a decision is pending; call resolve() first")
-        if not self.preemption and not self._log and not self._advanced_after_log:
-            self._engine.run_declining()  # nobody is asked: the whole run in one native call
-            idx = -1
-        else:
-            idx = self._engine.advance()
+        idx = self._advance_engine()
         self._advanced_after_log = True
         self._stale = True
         if idx < 0:
@@ -260,33 +268,7 @@ class NativeSimulator(Simulator):
             ) = rec[1:]
 
     def _sync_all(self) -> None:
-        eng = self._engine
-        columns = (
-            eng.state().tolist(),
-            eng.remaining().tolist(),
-            eng.preemptions().tolist(),
-            eng.run_start().tolist(),
-            eng.run_overhead().tolist(),
-            eng.first_start().tolist(),
-            eng.completion().tolist(),
-            eng.grace_time().tolist(),
-            eng.overhead_time().tolist(),
-            eng.run_time().tolist(),
-        )
-        for job, state, remaining, pre, run_start, overhead, first, completion, grace, ovh, run in zip(
-            self._jobs, *columns, strict=True
-        ):
-            job.state = _STATES[state]
-            job.remaining = remaining
-            job.preemptions = pre
-            job.run_start = run_start
-            job.run_overhead = overhead
-            job.first_start = first
-            job.completion = completion
-            job.grace_time = grace
-            job.overhead_time = ovh
-            job.run_time = run
-            job.nodes = tuple(eng.job_nodes(job.idx))
+        self._sync(list(range(len(self._specs))))
         self._stale = False
 
     # ------------------------------------------------------------------ pickling by replay
@@ -312,13 +294,9 @@ class NativeSimulator(Simulator):
             self._engine.resolve(*decision)
         self._stale = True
         if self._advanced_after_log:
-            idx = self._engine.advance() if not (not self.preemption and not self._log) else self._declining()
+            idx = self._advance_engine()
             if pending and idx >= 0:
                 self._request = self._make_request(idx)
-
-    def _declining(self) -> int:
-        self._engine.run_declining()
-        return -1
 
 
 class StepwiseNativeSimulator(NativeSimulator):
