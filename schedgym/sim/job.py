@@ -8,6 +8,7 @@ import math
 import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -190,24 +191,49 @@ class Job:
         return self.spec.submit_time
 
 
-def check_workload(specs: Sequence[JobSpec], capacity: np.ndarray) -> np.ndarray:
+def workload_columns(specs: Sequence[JobSpec]) -> dict[str, Any]:
+    """The workload as columns, every spec read once: ``job_id`` (a list), ``submit``, ``duration``,
+    ``gpus``, ``cpus``, ``mem_gb``, ``grace`` (float64), ``gang``, ``job_class`` (int64), and ``member``, the
+    per-node demand (float64, shape (n_jobs, 3))."""
+    n = len(specs)
+    rows = [
+        (s.submit_time, s.duration, s.gpus, s.cpus, s.mem_gb, s.grace_period, s.gang_size, int(s.job_class))
+        for s in specs
+    ]
+    table = np.array(rows, dtype=np.float64).reshape(n, 8)
+    gang = table[:, 6].astype(np.int64)
+    return {
+        "job_id": [s.job_id for s in specs],
+        "submit": np.ascontiguousarray(table[:, 0]),
+        "duration": np.ascontiguousarray(table[:, 1]),
+        "gpus": np.ascontiguousarray(table[:, 2]),
+        "cpus": np.ascontiguousarray(table[:, 3]),
+        "mem_gb": np.ascontiguousarray(table[:, 4]),
+        "grace": np.ascontiguousarray(table[:, 5]),
+        "gang": gang,
+        "job_class": table[:, 7].astype(np.int64),
+        "member": table[:, 2:5] / gang[:, None],  # the same IEEE divisions as JobSpec.member_demand
+    }
+
+
+def check_workload(specs: Sequence[JobSpec], capacity: np.ndarray) -> dict[str, Any]:
     """Check a workload for either engine: job ids are unique and every job fits the cluster (``capacity``,
-    shape (n_nodes, 3)) somewhere. Returns the per-node demand of every job, shape (n_jobs, 3). The first
-    offending job (in workload order) is reported, a duplicate id before a job that can never run."""
+    shape (n_nodes, 3)) somewhere. Returns its :func:`workload_columns`. The first offending job (in workload
+    order) is reported, a duplicate id before a job that can never run."""
     from schedgym.errors import ImpossibleJobError
     from schedgym.sim.resources import fits_on
 
-    n = len(specs)
+    columns = workload_columns(specs)
+    ids, member, gang = columns["job_id"], columns["member"], columns["gang"]
+    n = len(ids)
     duplicate = n
-    seen: set[str] = set()
-    for i, spec in enumerate(specs):
-        if spec.job_id in seen:
-            duplicate = i
-            break
-        seen.add(spec.job_id)
-    gang = np.fromiter((s.gang_size for s in specs), np.int64, n)
-    totals = np.array([(s.gpus, s.cpus, s.mem_gb) for s in specs], dtype=np.float64).reshape(n, 3)
-    member = totals / gang[:, None]  # the same IEEE divisions as JobSpec.member_demand
+    if len(set(ids)) != n:  # rare: find the first repeat
+        seen: set[str] = set()
+        for i, job_id in enumerate(ids):
+            if job_id in seen:
+                duplicate = i
+                break
+            seen.add(job_id)
     impossible = n
     # Jobs of one shape fit or fail together: test each distinct (demand, gang size) once.
     keys = list(zip(*member.T.tolist(), gang.tolist(), strict=True)) if n else []
@@ -218,24 +244,24 @@ def check_workload(specs: Sequence[JobSpec], capacity: np.ndarray) -> np.ndarray
     if not all(ok.values()):
         impossible = next(i for i, key in enumerate(keys) if not ok[key])
     if duplicate <= impossible and duplicate < n:
-        raise ImpossibleJobError(f"Duplicate job_id {specs[duplicate].job_id!r}")
+        raise ImpossibleJobError(f"Duplicate job_id {ids[duplicate]!r}")
     if impossible < n:
-        spec, m = specs[impossible], member[impossible]
+        m = member[impossible]
         top = capacity.max(axis=0)
         raise ImpossibleJobError(
-            f"Job {spec.job_id!r} can never run: it needs {spec.gang_size} node(s) with "
+            f"Job {ids[impossible]!r} can never run: it needs {int(gang[impossible])} node(s) with "
             f"gpus={m[0]:g}, cpus={m[1]:g}, mem_gb={m[2]:g} each, but the largest node "
             f"offers gpus={top[0]:g}, cpus={top[1]:g}, mem_gb={top[2]:g}"
         )
-    return member
+    return columns
 
 
 def build_jobs(specs: Sequence[JobSpec], capacity: np.ndarray, member: np.ndarray | None = None) -> list[Job]:
-    """The runtime records of a workload, checked with :func:`check_workload` (unless ``member``, its
-    result, is given). Jobs of one *shape* (class, per-node demand, gang size) fit or fail together; shape
-    ids are numbered in order of first appearance."""
+    """The runtime records of a workload, checked with :func:`check_workload` (unless ``member``, the
+    per-node demands of its columns, is given). Jobs of one *shape* (class, per-node demand, gang size) fit
+    or fail together; shape ids are numbered in order of first appearance."""
     if member is None:
-        member = check_workload(specs, capacity)
+        member = check_workload(specs, capacity)["member"]
     shapes: dict[tuple, int] = {}
     jobs: list[Job] = []
     for i, (spec, row) in enumerate(zip(specs, member.tolist(), strict=True)):

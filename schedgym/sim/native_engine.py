@@ -42,8 +42,7 @@ class NativeSimulator(Simulator):
     ) -> None:
         self._set_up(cluster, config, preemption)
         self._specs = list(jobs)
-        self._member = check_workload(self._specs, self.capacity)
-        self._columns = _columns(self._specs)
+        self._columns = check_workload(self._specs, self.capacity)  # checked and read once
         self._job_list: list[Job] | None = None  # built when first needed: a run of rules never needs them
         self._engine = self._build()
         self._request: PreemptionRequest | None = None
@@ -59,7 +58,7 @@ class NativeSimulator(Simulator):
             np.ascontiguousarray(self.capacity, dtype=np.float64),
             col["submit"],
             col["duration"],
-            self._member,
+            col["member"],
             col["gang"],
             col["job_class"],
             col["grace"],
@@ -214,7 +213,7 @@ class NativeSimulator(Simulator):
     @property
     def _jobs(self) -> list[Job]:
         if self._job_list is None:
-            self._job_list = build_jobs(self._specs, self.capacity, self._member)
+            self._job_list = build_jobs(self._specs, self.capacity, self._columns["member"])
         return self._job_list
 
     @property
@@ -408,23 +407,6 @@ class StepwiseNativeSimulator(NativeSimulator):
             self._core = _engine.EnvCore(self._engine, *self._core_args)
             if self._core.attach() and progress is not None and progress[0]:
                 self._core.restore(*progress)
-
-
-def _columns(specs: list[JobSpec]) -> dict[str, Any]:
-    """The workload as columns, read once (the engine's inputs and the result's static part)."""
-    n = len(specs)
-    rows = [(s.submit_time, s.duration, s.gpus, s.cpus, s.grace_period, s.gang_size, int(s.job_class)) for s in specs]
-    table = np.array(rows, dtype=np.float64).reshape(n, 7)
-    return {
-        "job_id": [s.job_id for s in specs],
-        "submit": np.ascontiguousarray(table[:, 0]),
-        "duration": np.ascontiguousarray(table[:, 1]),
-        "gpus": np.ascontiguousarray(table[:, 2]),
-        "cpus": np.ascontiguousarray(table[:, 3]),
-        "grace": np.ascontiguousarray(table[:, 4]),
-        "gang": table[:, 5].astype(np.int64),
-        "job_class": table[:, 6].astype(np.int64),
-    }
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:
