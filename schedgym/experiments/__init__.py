@@ -2,6 +2,6 @@
 (:mod:`.compare`), their statistics (:mod:`.stats`) and reports (:mod:`.report`)."""
 
 from schedgym.experiments.compare import CompareConfig, ComparisonResult, run_comparison
-from schedgym.experiments.runner import evaluate, evaluate_run, run_policy
+from schedgym.experiments.runner import evaluate_run, run_policy
 
-__all__ = ["CompareConfig", "ComparisonResult", "evaluate", "evaluate_run", "run_comparison", "run_policy"]
+__all__ = ["CompareConfig", "ComparisonResult", "evaluate_run", "run_comparison", "run_policy"]

@@ -1,13 +1,12 @@
-"""Run policies on workloads: the one rollout and evaluation loop.
+"""Run policies on workloads: the one rollout loop.
 
 ``schedgym compare``, training's periodic evaluation and the tests all run a policy (rule or learned agent)
-through :func:`run_policy`; a run of one policy on one workload with one seed (:func:`evaluate_run`) is the
-unit of every comparison.
+through :func:`run_policy` with the seed's generator (:func:`run_rng`); a run of one policy on one workload
+with one seed, warm-up jobs left out (:func:`evaluate_run`), is the unit of every comparison.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -57,17 +56,6 @@ def evaluate_run(
     return measured(result, workload)
 
 
-def evaluate(
-    policy: Policy,
-    cluster: ClusterSpec,
-    workloads: Sequence[Workload],
-    seeds: Sequence[int],
-    config: SimConfig | None = None,
-) -> list[RunResult]:
-    """:func:`evaluate_run` for each (workload, seed) pair, in order."""
-    return [evaluate_run(policy, cluster, wl, s, config) for wl, s in zip(workloads, seeds, strict=True)]
-
-
 def measured(result: RunResult, workload: Workload) -> RunResult:
     """The jobs of ``result`` that count for ``workload`` (all, unless it marks a warm-up)."""
     if workload.measured is None:
@@ -84,4 +72,4 @@ def episode_return(result: RunResult, config: EnvConfig) -> float:
     return -(config.te_weight * te + config.be_weight * be) - config.preemption_cost * result.n_preemptions
 
 
-__all__ = ["episode_return", "evaluate", "evaluate_run", "measured", "run_policy", "run_rng"]
+__all__ = ["episode_return", "evaluate_run", "measured", "run_policy", "run_rng"]
