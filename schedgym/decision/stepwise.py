@@ -235,7 +235,7 @@ class StepwiseDecision:
         room = self._room()
         missing = (0.0, 0.0, 0.0)
         if self.targets:
-            r = room.get(self.targets[0]) or req.avail[self.targets[0]].tolist()
+            r = self._room_on(room, self.targets[0])
             missing = (max(d[0] - r[0], 0.0) / sg, max(d[1] - r[1], 0.0) / sc, max(d[2] - r[2], 0.0) / sm)
         unused = (req.avail + req.held).sum(axis=0).tolist()
         held = req.held.sum(axis=0).tolist()
@@ -267,7 +267,7 @@ class StepwiseDecision:
         values = [head[name] for name in _HEAD_NAMES]
         cap_p = max(req.max_preemptions, 1)
         for c, n in self.rows:
-            r = room.get(n) or req.avail[n].tolist()
+            r = self._room_on(room, n)
             cd = c.demand
             elapsed = now - c.run_start
             remaining = max(c.remaining - max(0.0, elapsed - c.run_overhead), 0.0)
