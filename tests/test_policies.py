@@ -422,7 +422,7 @@ def test_declined_job_is_not_asked_again_until_something_changes():
         asked += 1
         sim.resolve(DECLINE)
     assert asked == 1
-    assert sim.n_decisions == 1
+    assert sim.n_requests == 1
 
 
 def test_no_requests_without_preemption():

@@ -247,6 +247,62 @@ def test_reserved_job_starts_early_if_room_appears_before_its_victims_leave(run,
 
 
 # ----------------------------------------------------------------------------------------------------------
+# Offers: who is asked, and when again
+# ----------------------------------------------------------------------------------------------------------
+
+
+def test_only_the_oldest_te_job_of_a_shape_is_offered(run, one_node):
+    # One 8-GPU node. "b" (BE, 8 GPUs, 100 s) runs from 0; t1, t2, t3 (TE, 8 GPUs, 10 s) arrive at 1. Every offer
+    # is declined. At 1 only t1 is asked: t2 and t3 have its shape and would get the same answer.
+    # At 100 b completes (a release where the shape fits): t1 starts, t2 is asked; at 110 t1 completes: t2
+    # starts, t3 is asked; at 120 t3 starts. Three requests (each TE job once), not six.
+    jobs = [be("b", 0, 100, 8), te("t1", 1, 10, 8), te("t2", 1, 10, 8), te("t3", 1, 10, 8)]
+    v, policy, sim = run(one_node, jobs)
+    assert [(s.job_id, s.now) for s in policy.seen] == [("t1", 1.0), ("t2", 100.0), ("t3", 110.0)]
+    assert [v[j].first_start for j in ("t1", "t2", "t3")] == [100.0, 110.0, 120.0]
+    assert v.result.n_requests == sim.n_requests == 3
+
+
+def test_a_release_where_the_te_job_cannot_fit_does_not_offer_it_again(run, two_nodes):
+    # Two 8-GPU nodes. y (BE, 8 GPUs, 1000 s) at 0 takes n0; x (TE, 6 GPUs, 50 s) at 0.5 takes n1; v (BE, 2 GPUs,
+    # 5 s) at 0.6 fills n1. "t" (TE, 8 GPUs, 100 s) arrives at 1 and is declined (n0 could be freed by
+    # preempting y). At 5.6 v completes: n1 then has 2 free GPUs and no candidate, 6 short of t's 8, so nothing
+    # that could change the answer has changed and t is not asked. At 50.5 x completes and t starts on n1.
+    jobs = [be("y", 0, 1000, 8), te("x", 0.5, 50, 6), be("v", 0.6, 5, 2), te("t", 1, 100, 8)]
+    v, policy, _ = run(two_nodes, jobs)
+    assert [(s.job_id, s.now) for s in policy.seen] == [("t", 1.0)]
+    assert v.segments("t") == [(1, 50.5, 150.5, "completed")]
+
+
+def test_a_release_where_the_te_job_could_fit_after_preemption_offers_it_again(run, two_nodes):
+    # As above, but v is a 4-GPU TE job and x a 4-GPU BE job (x at 0.5, v at 0.6, both on n1). At 1 t is declined
+    # (n0 feasible through y). At 5.6 v completes: n1 has 4 free GPUs plus the candidate x (4), enough for t
+    # after preempting x, so t is asked again at 5.6 (and declined). It starts at 50.5 when x completes.
+    jobs = [be("y", 0, 1000, 8), be("x", 0.5, 50, 4), te("v", 0.6, 5, 4), te("t", 1, 100, 8)]
+    v, policy, _ = run(two_nodes, jobs)
+    assert [(s.job_id, s.now) for s in policy.seen] == [("t", 1.0), ("t", 5.6)]
+    assert v.segments("t") == [(1, 50.5, 150.5, "completed")]
+
+
+def test_a_new_candidate_where_the_te_job_could_fit_offers_it_again_at_the_next_pass(run, two_nodes):
+    # Two 8-GPU nodes. y (BE, 8 GPUs, 1000 s) at 0 takes n0; w (BE, 4 GPUs, 1000 s) at 0.5 takes n1. "t" (TE,
+    # 8 GPUs, 100 s) at 1 is declined. At 2 "z" (BE, 4 GPUs, 1000 s) starts on n1's free half: a new candidate on
+    # a node where t could fit after preemptions, so t is owed an offer; the pass that started z has already
+    # passed t, so t is asked at the next pass, when "u" (BE, 8 GPUs) arrives at 5. At 1000 y and w complete
+    # and t starts on n0.
+    jobs = [
+        be("y", 0, 1000, 8),
+        be("w", 0.5, 1000, 4),
+        te("t", 1, 100, 8),
+        be("z", 2, 1000, 4),
+        be("u", 5, 10, 8),
+    ]
+    v, policy, _ = run(two_nodes, jobs)
+    assert [(s.job_id, s.now) for s in policy.seen] == [("t", 1.0), ("t", 5.0)]
+    assert v.segments("t") == [(0, 1000.0, 1100.0, "completed")]
+
+
+# ----------------------------------------------------------------------------------------------------------
 # The cap P (max_preemptions)
 # ----------------------------------------------------------------------------------------------------------
 

@@ -161,7 +161,6 @@ class Job:
     grace_time: float = 0.0  # total seconds spent in PREEMPTING
     overhead_time: float = 0.0  # total seconds spent paying restart overhead
     run_time: float = 0.0  # total seconds spent RUNNING (progress + overhead)
-    declined_version: int = -1  # cluster version at which the policy last declined to preempt for it
     owed: np.ndarray | None = None  # while reserved: per chosen node, what its victims still have to release
     preempted_for: int = -1  # while PREEMPTING: the TE job its resources go to first
 

@@ -112,6 +112,8 @@ class RunResult:
     segments: Sequence[Segment]
     capacity_total: np.ndarray
     n_preemptions: int
+    # Preemption requests the policy answered (offers to pending TE jobs), for the whole run even after only().
+    n_requests: int
     # Set by only(): a subset keeps the utilisation of the whole run it was cut from (the utilisation of a
     # subset of jobs over their own makespan would mean nothing).
     whole_run_utilization: tuple[float, float] | None = None
@@ -179,6 +181,7 @@ class RunResult:
             segments=segments,
             capacity_total=self.capacity_total,
             n_preemptions=int(arrays["preemptions"].sum()),
+            n_requests=self.n_requests,
             whole_run_utilization=(self.gpu_utilization, self.cpu_utilization),
             **arrays,
         )
@@ -212,13 +215,16 @@ class RunResult:
             "te": self.class_stats(JobClass.TE).as_dict(),
             "be": self.class_stats(JobClass.BE).as_dict(),
             "preemptions": self.n_preemptions,
+            "requests": self.n_requests,
             "gpu_utilization": self.gpu_utilization,
             "cpu_utilization": self.cpu_utilization,
             "makespan": self.makespan,
         }
 
 
-def build_result(jobs: list[Job], segments: list[Segment], capacity: np.ndarray, n_preemptions: int) -> RunResult:
+def build_result(
+    jobs: list[Job], segments: list[Segment], capacity: np.ndarray, n_preemptions: int, n_requests: int
+) -> RunResult:
     def col(getter, dtype=np.float64) -> np.ndarray:  # noqa: ANN001
         return np.fromiter((getter(j) for j in jobs), dtype=dtype, count=len(jobs))
 
@@ -238,4 +244,5 @@ def build_result(jobs: list[Job], segments: list[Segment], capacity: np.ndarray,
         segments=segments,
         capacity_total=capacity.sum(axis=0),
         n_preemptions=n_preemptions,
+        n_requests=n_requests,
     )

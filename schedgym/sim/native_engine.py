@@ -21,7 +21,7 @@ from schedgym.sim.metrics import RunResult, SegmentTable
 from schedgym.sim.policy import Policy, PreemptionPlan, PreemptionPolicy, PreemptionRequest, QueueDiscipline
 from schedgym.sim.simulator import SimConfig, Simulator
 
-ENGINE_VERSION = 2
+ENGINE_VERSION = 3
 """The version of the compiled engine this wrapper expects (``schedgym.sim._engine.ENGINE_VERSION``)."""
 
 _STATES = tuple(JobState)
@@ -154,6 +154,7 @@ class NativeSimulator(Simulator):
             segments=self.segments,
             capacity_total=self.capacity.sum(axis=0),
             n_preemptions=int(eng.n_preemptions),
+            n_requests=int(eng.n_requests),
         )
 
     # ------------------------------------------------------------------ state
@@ -174,8 +175,8 @@ class NativeSimulator(Simulator):
         return int(self._engine.n_preemptions)
 
     @property
-    def n_decisions(self) -> int:
-        return int(self._engine.n_decisions)
+    def n_requests(self) -> int:
+        return int(self._engine.n_requests)
 
     @property
     def accrued(self) -> list[float]:

@@ -66,19 +66,22 @@ class PythonSimulator(Simulator):
         self._unknown: set[int] = set()  # nonempty shapes not known to be blocked
         self._n_te_queued = 0  # TE jobs in the queues (reserved ones are not queued)
         self._n_be_queued = 0
-        self._n_te_declined = 0  # ... of which declined at the current version (owed no offer yet)
+        # Offers go to the oldest queued TE job of each shape (jobs of one shape get the same answer from a
+        # rule). A shape whose offer was declined is not offered again until a node where it could fit
+        # after preemptions gains resources or a candidate (_offer_again).
+        self._declined: set[int] = set()  # queued TE shapes declined since the last change that could help
+        self._owed: set[int] = set()  # queued TE shapes owed an offer (not declined)
         shape_rows: list[list[float]] = []
         shape_k: list[int] = []
         self._shape_te: list[bool] = []
         self._reserved: list[int] = []  # TE jobs waiting for their victims' grace periods
         self._res_on: list[list[int]] = [[] for _ in cluster.nodes]  # reserved jobs per node, oldest first
-        self._version = 0  # bumped when a declined TE job might now succeed (resources or candidates)
         self._in_pass = False
         self._request: PreemptionRequest | None = None
         self._n_done = 0
         self.segments: list[Segment] = []
         self.n_preemptions = 0
-        self.n_decisions = 0
+        self.n_requests = 0  # preemption requests made to the policy (offers)
         # Slowdown accrued so far, per class (index = JobClass): a job in the system accrues 1/duration per
         # second (1/max(duration, TAU) for the bounded variant), so at the end these are the sums of the
         # jobs' slowdowns. The Gymnasium environment's reward is their change between decisions.
@@ -113,7 +116,7 @@ class PythonSimulator(Simulator):
                 if job is not None:
                     # Built after the pass, which restores the TE jobs it looked past to their queues.
                     request = self._request = self._make_request(job)
-                    self.n_decisions += 1
+                    self.n_requests += 1
                     return request
                 self._in_pass = False
             if not self._events:
@@ -130,8 +133,8 @@ class PythonSimulator(Simulator):
         if plan.is_empty:
             if plan.victims:
                 raise IllegalDecisionError(f"A plan with victims {plan.victims} must name the nodes to use")
-            job.declined_version = self._version
-            self._n_te_declined += 1
+            self._owed.discard(job.shape)
+            self._declined.add(job.shape)
         else:
             self._check_plan(request, plan)
             self._apply_plan(job, plan)
@@ -158,7 +161,7 @@ class PythonSimulator(Simulator):
             raise IllegalDecisionError(
                 f"result() needs a finished simulation; {len(self.jobs) - self._n_done} jobs are unfinished"
             )
-        return build_result(self.jobs, self.segments, self.capacity, self.n_preemptions)
+        return build_result(self.jobs, self.segments, self.capacity, self.n_preemptions, self.n_requests)
 
     # ------------------------------------------------------------------ read-only helpers for policies
     def candidates(self) -> dict[int, list[Job]]:
@@ -231,6 +234,8 @@ class PythonSimulator(Simulator):
             self._unknown.add(job.shape)
         if self._shape_te[job.shape]:
             self._n_te_queued += 1
+            if job.shape not in self._declined:
+                self._owed.add(job.shape)
         else:
             self._n_be_queued += 1
 
@@ -244,6 +249,8 @@ class PythonSimulator(Simulator):
             else:
                 self.avail[n] += m
         job.preempted_for = -1
+        if self._declined:
+            self._offer_again(job.nodes)
         if self._blocked:
             # Only these nodes gained room, so a blocked shape can fit now only if it fits on one of them.
             # Scalar Python: a handful of shapes against one or two nodes is cheaper than a numpy call.
@@ -257,7 +264,6 @@ class PythonSimulator(Simulator):
                         if shape in self._nonempty:
                             self._unknown.add(shape)
                         break
-        self._bump_version()
 
     def _hand_over(self, job: Job, n: int) -> None:
         """Give what ``job`` releases on node ``n`` to the reservations there: first the TE job it was
@@ -276,19 +282,35 @@ class PythonSimulator(Simulator):
             self.held[n] += g
         self.avail[n] += give
 
-    def _bump_version(self) -> None:
-        self._version += 1
-        self._n_te_declined = 0
+    def _offer_again(self, nodes: Iterable[int]) -> None:
+        """These nodes gained resources or a preemption candidate: a declined TE shape is owed an offer
+        again if it could now fit on one of them after preemptions. Elsewhere nothing has changed that
+        could turn a decline into a plan (starts, reservations and preemptions only take room away)."""
+        for n in nodes:
+            a = self.avail[n].tolist()
+            free = [0.0, 0.0, 0.0]
+            for c in sorted(self._cand_on[n]):  # summed in job order, as the baselines sum a request
+                d = self.jobs[c].demand
+                free[0] += d[0]
+                free[1] += d[1]
+                free[2] += d[2]
+            for shape in list(self._declined):
+                d = self._shape_rows[shape]
+                # The baselines' feasibility test (baselines/base.py), with the same float operations.
+                deficit = (max(d[0] - a[0], 0.0), max(d[1] - a[1], 0.0), max(d[2] - a[2], 0.0))
+                if covers(free, deficit):
+                    self._declined.discard(shape)
+                    self._owed.add(shape)
 
     def _dequeued(self, job: Job) -> None:
         """Bookkeeping for a job that leaves its queue (started, or reserved)."""
         if not self._queues[job.shape]:
             self._nonempty.discard(job.shape)
             self._unknown.discard(job.shape)
+            self._declined.discard(job.shape)  # a decline is about the jobs queued now
+            self._owed.discard(job.shape)
         if self._shape_te[job.shape]:
             self._n_te_queued -= 1
-            if job.declined_version == self._version:
-                self._n_te_declined -= 1
         else:
             self._n_be_queued -= 1
 
@@ -307,7 +329,8 @@ class PythonSimulator(Simulator):
         offer_te = self.preemption
         shape_te = self._shape_te
         nonempty = self._nonempty
-        offers_owed = offer_te and self._n_te_queued > self._n_te_declined
+        declined = self._declined
+        offers_owed = offer_te and bool(self._owed)
         if not self._unknown and backfill and not offers_owed:
             return None  # nothing can start and nobody is owed an offer
         unknown = list(self._unknown)
@@ -332,48 +355,37 @@ class PythonSimulator(Simulator):
         if not backfill:
             considered = nonempty  # strict order: blocked shapes still block the ones behind them
         elif offers_owed:
-            considered = [sh for sh in nonempty if sh not in blocked or shape_te[sh]]
+            considered = [sh for sh in nonempty if sh not in blocked or (shape_te[sh] and sh not in declined)]
         else:
             considered = rows  # exactly the shapes found placeable
         heap = [(queues[shape][0][0], shape) for shape in considered]
         if not heap:
             return None
         heapq.heapify(heap)
-        skipped: list[tuple[int, tuple]] = []  # (shape, entry) popped for offering, restored below
-        try:
-            while heap:
-                _, shape = heapq.heappop(heap)
-                q = queues[shape]
-                _, idx = q[0]
-                job = self.jobs[idx]
-                is_te = shape_te[shape]
-                if shape not in blocked:
-                    nodes = self._place(job.member, job.spec.gang_size, fit[rows[shape]])
-                    if nodes is not None:
-                        heapq.heappop(q)
-                        self._dequeued(job)
-                        self._start(job, nodes)
-                        cols = list(nodes)
-                        fit[:, cols] = (self.avail[cols][None, :, :] >= demand).all(axis=2)
-                        if q:
-                            heapq.heappush(heap, (q[0][0], shape))
-                        continue
-                    blocked.add(shape)
-                    self._unknown.discard(shape)
-                # The head of this shape cannot be placed.
-                if offer_te and is_te and job.declined_version != self._version:
-                    return job
-                if not backfill:
-                    return None  # strict head-of-line blocking
-                if offer_te and is_te:
-                    # Later TE jobs of a blocked shape are still owed an offer; look past this one.
-                    skipped.append((shape, heapq.heappop(q)))
+        while heap:
+            _, shape = heapq.heappop(heap)
+            q = queues[shape]
+            _, idx = q[0]
+            job = self.jobs[idx]
+            if shape not in blocked:
+                nodes = self._place(job.member, job.spec.gang_size, fit[rows[shape]])
+                if nodes is not None:
+                    heapq.heappop(q)
+                    self._dequeued(job)
+                    self._start(job, nodes)
+                    cols = list(nodes)
+                    fit[:, cols] = (self.avail[cols][None, :, :] >= demand).all(axis=2)
                     if q:
                         heapq.heappush(heap, (q[0][0], shape))
-            return None
-        finally:
-            for shape, entry in skipped:
-                heapq.heappush(queues[shape], entry)
+                    continue
+                blocked.add(shape)
+                self._unknown.discard(shape)
+            # The head of this shape cannot be placed; the jobs behind it cannot either.
+            if offer_te and shape_te[shape] and shape not in declined:
+                return job
+            if not backfill:
+                return None  # strict head-of-line blocking
+        return None
 
     def _place(self, member: np.ndarray, k: int, fits: np.ndarray) -> tuple[int, ...] | None:
         """Nodes for a job whose per-node fit is ``fits`` (bool per node), or None if fewer than ``k``."""
@@ -402,7 +414,8 @@ class PythonSimulator(Simulator):
             else:
                 self.avail[n] -= m
             self._running_on[n].add(job.idx)
-        if job.spec.job_class == JobClass.BE and job.preemptions < self.config.max_preemptions:
+        candidate = job.spec.job_class == JobClass.BE and job.preemptions < self.config.max_preemptions
+        if candidate:
             for n in nodes:
                 self._cand_on[n].add(job.idx)
         now = self.now
@@ -414,8 +427,8 @@ class PythonSimulator(Simulator):
             job.first_start = now
         job.epoch += 1
         self._push(now + job.run_overhead + job.remaining, _COMPLETE, job.idx, job.epoch)
-        if job.spec.job_class == JobClass.BE:
-            self._bump_version()  # a new preemption candidate
+        if candidate and self._declined:
+            self._offer_again(nodes)
 
     def _start_ready_reservations(self) -> None:
         still = []

@@ -139,7 +139,7 @@ class Simulator:
     Both engines offer: :meth:`advance` (run to the next preemption request, or None at the end),
     :meth:`resolve` (answer it with a :class:`~schedgym.sim.policy.PreemptionPlan`), :meth:`run`,
     :meth:`result`; the state ``now``, ``jobs`` (:class:`~schedgym.sim.job.Job` records), ``avail``, ``held``,
-    ``unused``, ``capacity``, ``accrued``, ``accrued_bounded``, ``n_preemptions``, ``n_decisions``,
+    ``unused``, ``capacity``, ``accrued``, ``accrued_bounded``, ``n_preemptions``, ``n_requests``,
     ``segments``, ``queue_lengths``, ``done``, ``pending_request``, ``candidates()``, ``running_on(node)``;
     and ``engine`` (``"native"`` or ``"python"``).
     """

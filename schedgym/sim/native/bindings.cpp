@@ -228,10 +228,10 @@ NB_MODULE(_engine, m) {
                      std::lock_guard<std::mutex> lock(s.mu);
                      return s.engine->n_preemptions();
                    })
-      .def_prop_ro("n_decisions",
+      .def_prop_ro("n_requests",
                    [](PyEngine& s) {
                      std::lock_guard<std::mutex> lock(s.mu);
-                     return s.engine->n_decisions();
+                     return s.engine->n_requests();
                    })
       .def_prop_ro("done",
                    [](PyEngine& s) {

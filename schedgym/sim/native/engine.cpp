@@ -196,6 +196,8 @@ Engine::Engine(int n_nodes, const double* capacity, int n_jobs, const double* su
   blocked_.init(n_shapes);
   nonempty_.init(n_shapes);
   unknown_.init(n_shapes);
+  declined_.init(n_shapes);
+  owed_.init(n_shapes);
 
   state_.assign(n_jobs, NOT_SUBMITTED);
   remaining_ = duration_;
@@ -208,7 +210,6 @@ Engine::Engine(int n_nodes, const double* capacity, int n_jobs, const double* su
   run_time_.assign(n_jobs, 0.0);
   preemptions_.assign(n_jobs, 0);
   epoch_.assign(n_jobs, 0);
-  declined_version_.assign(n_jobs, -1);
   preempted_for_.assign(n_jobs, -1);
   n_placed_.assign(n_jobs, 0);
   node_buf_.assign(total_nodes, -1);
@@ -231,7 +232,7 @@ int Engine::advance() {
       int job = schedule_pass();
       if (job >= 0) {
         request_ = job;
-        ++n_decisions_;
+        ++n_requests_;
         return job;
       }
       in_pass_ = false;
@@ -249,8 +250,8 @@ void Engine::resolve(const std::vector<int64_t>& nodes, const std::vector<int64_
     if (!victims.empty())
       throw std::invalid_argument("A plan with victims " + py_list(victims, /*tuple=*/true) +
                                   " must name the nodes to use");
-    declined_version_[job] = version_;
-    ++n_te_declined_;
+    owed_.discard(shape_[job]);
+    declined_.add(shape_[job]);
   } else {
     check_plan(job, nodes, victims);
     apply_plan(job, nodes, victims);
@@ -359,10 +360,12 @@ void Engine::enqueue(int job) {
   std::push_heap(q.begin(), q.end(), [this](int a, int b) { return shape_q_after(a, b); });
   nonempty_.add(s);
   if (!blocked_.has(s)) unknown_.add(s);
-  if (shape_te_[s])
+  if (shape_te_[s]) {
     ++n_te_queued_;
-  else
+    if (!declined_.has(s)) owed_.add(s);
+  } else {
     ++n_be_queued_;
+  }
 }
 
 void Engine::release(int job) {
@@ -383,6 +386,7 @@ void Engine::release(int job) {
     }
   }
   preempted_for_[job] = -1;
+  if (!declined_.empty()) offer_again(nodes, k);
   if (!blocked_.empty()) {
     // Only these nodes gained room, so a blocked shape can fit now only if it fits on one of them. Walked
     // backwards: discarding swaps the last item (already visited) into the current slot.
@@ -398,7 +402,6 @@ void Engine::release(int job) {
       }
     }
   }
-  bump_version();
 }
 
 void Engine::hand_over(int job, int n) {
@@ -432,9 +435,35 @@ void Engine::hand_over(int job, int n) {
   a[2] += give[2];
 }
 
-void Engine::bump_version() {
-  ++version_;
-  n_te_declined_ = 0;
+void Engine::offer_again(const int* nodes, int k) {
+  // These nodes gained resources or a preemption candidate: a declined TE shape is owed an offer again if it
+  // could now fit on one of them after preemptions (Python: _offer_again).
+  for (int p = 0; p < k; ++p) {
+    int n = nodes[p];
+    const double* a = avail_row(n);
+    // Summed in job order, as the baselines' freed() sums a request's sorted candidates.
+    std::vector<int>& cands = scratch_cands_;
+    cands.assign(cand_on_[n].begin(), cand_on_[n].end());
+    std::sort(cands.begin(), cands.end());
+    double freed[3] = {0.0, 0.0, 0.0};
+    for (int c : cands) {
+      const double* d = member_row(c);
+      freed[0] += d[0];
+      freed[1] += d[1];
+      freed[2] += d[2];
+    }
+    const std::vector<int>& items = declined_.items();
+    for (size_t i = items.size(); i-- > 0;) {  // backwards: discarding swaps a visited item into slot i
+      int s = items[i];
+      const double* d = &shape_demand_[3 * static_cast<size_t>(s)];
+      bool covered = true;
+      for (int x = 0; x < 3; ++x) covered = covered && freed[x] >= std::max(d[x] - a[x], 0.0) - EPS;
+      if (covered) {
+        declined_.discard(s);
+        owed_.add(s);
+      }
+    }
+  }
 }
 
 void Engine::dequeued(int job) {
@@ -442,10 +471,11 @@ void Engine::dequeued(int job) {
   if (queues_[s].empty()) {
     nonempty_.discard(s);
     unknown_.discard(s);
+    declined_.discard(s);  // a decline is about the jobs queued now
+    owed_.discard(s);
   }
   if (shape_te_[s]) {
     --n_te_queued_;
-    if (declined_version_[job] == version_) --n_te_declined_;
   } else {
     --n_be_queued_;
   }
@@ -458,7 +488,7 @@ int Engine::schedule_pass() {
   if (!reserved_.empty()) start_ready_reservations();
   const bool backfill = config_.backfill;
   const bool offer_te = config_.preemption;
-  const bool offers_owed = offer_te && n_te_queued_ > n_te_declined_;
+  const bool offers_owed = offer_te && !owed_.empty();
   if (unknown_.empty() && backfill && !offers_owed) return -1;  // nothing can start, nobody is owed an offer
 
   // Classify every shape not known to be blocked (Python: the fit matrix). Python keeps the matrix and
@@ -482,7 +512,7 @@ int Engine::schedule_pass() {
     for (int s : nonempty_.items()) heap.push_back({queues_[s].front(), s});  // blocked shapes block too
   } else if (offers_owed) {
     for (int s : nonempty_.items())
-      if (!blocked_.has(s) || shape_te_[s]) heap.push_back({queues_[s].front(), s});
+      if (!blocked_.has(s) || (shape_te_[s] && !declined_.has(s))) heap.push_back({queues_[s].front(), s});
   } else {
     for (int s : placeable_shapes) heap.push_back({queues_[s].front(), s});
   }
@@ -491,15 +521,12 @@ int Engine::schedule_pass() {
   auto q_after = [this](int a, int b) { return shape_q_after(a, b); };
   std::make_heap(heap.begin(), heap.end(), after);
 
-  skipped_.clear();  // (shape, job) popped to look past it, restored below
-  int offered = -1;
   while (!heap.empty()) {
     std::pop_heap(heap.begin(), heap.end(), after);
     int s = heap.back().shape;
     heap.pop_back();
     std::vector<int>& q = queues_[s];
     int job = q.front();
-    bool is_te = shape_te_[s];
     if (!blocked_.has(s)) {
       if (place(job, scratch_nodes_)) {
         std::pop_heap(q.begin(), q.end(), q_after);
@@ -515,29 +542,11 @@ int Engine::schedule_pass() {
       blocked_.add(s);
       unknown_.discard(s);
     }
-    // The head of this shape cannot be placed.
-    if (offer_te && is_te && declined_version_[job] != version_) {
-      offered = job;
-      break;
-    }
-    if (!backfill) break;  // strict head-of-line blocking
-    if (offer_te && is_te) {
-      // Later TE jobs of a blocked shape are still owed an offer; look past this one.
-      std::pop_heap(q.begin(), q.end(), q_after);
-      q.pop_back();
-      skipped_.emplace_back(s, job);
-      if (!q.empty()) {
-        heap.push_back({q.front(), s});
-        std::push_heap(heap.begin(), heap.end(), after);
-      }
-    }
+    // The head of this shape cannot be placed; the jobs behind it cannot either.
+    if (offer_te && shape_te_[s] && !declined_.has(s)) return job;
+    if (!backfill) return -1;  // strict head-of-line blocking
   }
-  for (auto [s, job] : skipped_) {
-    std::vector<int>& q = queues_[s];
-    q.push_back(job);
-    std::push_heap(q.begin(), q.end(), q_after);
-  }
-  return offered;
+  return -1;
 }
 
 bool Engine::placeable(int shape) const {
@@ -606,8 +615,8 @@ void Engine::start(int job, const int* nodes, bool reserved) {
     }
     running_on_[n].push_back(job);
   }
-  const bool be = class_[job] == 1;
-  if (be && preemptions_[job] < config_.max_preemptions)
+  const bool candidate = class_[job] == 1 && preemptions_[job] < config_.max_preemptions;
+  if (candidate)
     for (int p = 0; p < k; ++p) cand_on_[jn[p]].push_back(job);
   n_placed_[job] = k;
   state_[job] = RUNNING;
@@ -616,7 +625,7 @@ void Engine::start(int job, const int* nodes, bool reserved) {
   if (std::isnan(first_start_[job])) first_start_[job] = now_;
   ++epoch_[job];
   push(now_ + run_overhead_[job] + remaining_[job], COMPLETE, job, epoch_[job]);
-  if (be) bump_version();  // a new preemption candidate
+  if (candidate && !declined_.empty()) offer_again(jn, k);  // a new preemption candidate
 }
 
 void Engine::start_ready_reservations() {

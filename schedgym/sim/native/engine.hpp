@@ -18,7 +18,7 @@
 namespace schedgym {
 
 // Bumped whenever the engine's behaviour changes; the Python side checks it.
-constexpr int ENGINE_VERSION = 2;  // 2: EnvCore (the environment's decision protocol)
+constexpr int ENGINE_VERSION = 3;  // 2: EnvCore; 3: declined TE shapes are offered again only when that could help
 
 // Job states, with the values of schedgym.sim.job.JobState.
 enum JobStateCode : int8_t { NOT_SUBMITTED = 0, PENDING = 1, RUNNING = 2, PREEMPTING = 3, COMPLETED = 4 };
@@ -102,7 +102,7 @@ class Engine {
   int n_jobs() const { return n_jobs_; }
   double now() const { return now_; }
   int64_t n_preemptions() const { return n_preemptions_; }
-  int64_t n_decisions() const { return n_decisions_; }
+  int64_t n_requests() const { return n_requests_; }
   bool done() const { return n_done_ == n_jobs_; }
   int pending() const { return request_; }
   int64_t queued_te() const { return n_te_queued_ + static_cast<int64_t>(reserved_.size()); }
@@ -174,7 +174,7 @@ class Engine {
   void enqueue(int job);
   void release(int job);
   void hand_over(int job, int n);
-  void bump_version();
+  void offer_again(const int* nodes, int k);
   void dequeued(int job);
 
   // ---------------------------------------------------------------- scheduling pass
@@ -221,7 +221,7 @@ class Engine {
   std::vector<int8_t> state_;
   std::vector<double> remaining_, run_start_, run_overhead_, first_start_, completion_;
   std::vector<double> grace_time_, overhead_time_, run_time_;
-  std::vector<int64_t> preemptions_, epoch_, declined_version_;
+  std::vector<int64_t> preemptions_, epoch_;
   std::vector<int> preempted_for_;
   std::vector<int> n_placed_;     // len(job.nodes): 0 or the gang size
   std::vector<int> node_buf_;     // job.nodes
@@ -234,6 +234,8 @@ class Engine {
   std::vector<uint8_t> shape_te_;
   std::vector<std::vector<int>> queues_;  // per shape: heap of job indices by queue key
   IdSet blocked_, nonempty_, unknown_;
+  // Queued TE shapes declined since the last change that could help them, and those owed an offer.
+  IdSet declined_, owed_;
 
   // Events: the initial arrivals in (submit, index) order, merged with a heap of the events created while
   // running (completions, releases). Same pop order as one heap of all of them: arrivals have the smallest
@@ -243,13 +245,12 @@ class Engine {
   std::vector<Event> events_;
   int64_t seq_ = 0;
 
-  int64_t n_te_queued_ = 0, n_be_queued_ = 0, n_te_declined_ = 0;
+  int64_t n_te_queued_ = 0, n_be_queued_ = 0;
   std::vector<int> reserved_;  // TE jobs waiting for their victims' grace periods
-  int64_t version_ = 0;
   bool in_pass_ = false;
   int request_ = -1;
   int n_done_ = 0;
-  int64_t n_preemptions_ = 0, n_decisions_ = 0;
+  int64_t n_preemptions_ = 0, n_requests_ = 0;
   double now_ = 0.0;
   double accrued_[2] = {0.0, 0.0}, accrued_bounded_[2] = {0.0, 0.0};
   double rate_[2] = {0.0, 0.0}, rate_bounded_[2] = {0.0, 0.0};
@@ -259,7 +260,7 @@ class Engine {
   std::vector<int> scratch_nodes_, scratch_placeable_, scratch_newly_;
   std::vector<PassEntry> pass_heap_;
   std::vector<Left> scratch_left_;
-  std::vector<std::pair<int, int>> skipped_;
+  std::vector<int> scratch_cands_;
 };
 
 }  // namespace schedgym
