@@ -295,9 +295,9 @@ class PythonSimulator(Simulator):
                 free[1] += d[1]
                 free[2] += d[2]
             for shape in list(self._declined):
-                d = self._shape_rows[shape]
+                need = self._shape_rows[shape]
                 # The baselines' feasibility test (baselines/base.py), with the same float operations.
-                deficit = (max(d[0] - a[0], 0.0), max(d[1] - a[1], 0.0), max(d[2] - a[2], 0.0))
+                deficit = (max(need[0] - a[0], 0.0), max(need[1] - a[1], 0.0), max(need[2] - a[2], 0.0))
                 if covers(free, deficit):
                     self._declined.discard(shape)
                     self._owed.add(shape)
