@@ -5,8 +5,8 @@ Usage:
     python benchmarks/bench_train.py --steps 8192 --vec subproc --n-envs 2
 
 Trains MaskablePPO with ``schedgym train``'s defaults (``TrainConfig``: network, n_steps per environment,
-batch size, learning rate, one torch thread; rewards normalised, observations not) for ``--steps`` steps on ``schedgym/Preemption-v0`` and times, from
-the learner's side, every call into the vectorised environment: ``step_async``/``step_wait``, ``reset`` and
+batch size, learning rate, one torch thread; rewards normalised, observations not) for ``--steps`` steps
+on ``schedgym/Preemption-v0`` and times, from the learner's side, every call into the vectorised environment: ``step_async``/``step_wait``, ``reset`` and
 ``env_method`` (how MaskablePPO reads the masks). "Env share" is that time over the whole ``learn()``;
 the rest is the policy's forward passes while collecting and the gradient updates. With ``subproc`` the
 workers step in other processes, so the learner's time in ``step_wait`` is the time it waits for them.
