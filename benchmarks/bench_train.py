@@ -2,14 +2,15 @@
 
 Usage:
     python benchmarks/bench_train.py                          # README figures
-    python benchmarks/bench_train.py --steps 8192 --vec subproc --n-envs 2
+    python benchmarks/bench_train.py --steps 8192 --vec subproc:2,vector:16
 
 Trains MaskablePPO with ``schedgym train``'s defaults (``TrainConfig``: network, n_steps per environment,
 batch size, learning rate, one torch thread; rewards normalised, observations not) for ``--steps`` steps
-on ``schedgym/Preemption-v0`` and times, from the learner's side, every call into the vectorised environment: ``step_async``/``step_wait``, ``reset`` and
-``env_method`` (how MaskablePPO reads the masks). "Env share" is that time over the whole ``learn()``;
-the rest is the policy's forward passes while collecting and the gradient updates. With ``subproc`` the
-workers step in other processes, so the learner's time in ``step_wait`` is the time it waits for them.
+on ``schedgym/Preemption-v0`` and times, from the learner's side, every call into the vectorised
+environment: ``step_async``/``step_wait``, ``reset`` and ``env_method`` (how MaskablePPO reads the masks).
+The env share is that time over the whole ``learn()``; the rest is the policy's forward passes while
+collecting and the gradient updates. With ``subproc`` the workers step in other processes, so the
+learner's time in ``step_wait`` is the time it waits for them.
 
 ``--vec``: ``subproc`` (SubprocVecEnv, what ``schedgym train`` uses), ``dummy`` (DummyVecEnv, in process), or
 ``vector`` (the batched :class:`schedgym.envs.vector_env.PreemptionVectorEnv` through
