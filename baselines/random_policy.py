@@ -19,6 +19,15 @@ class RandomPreemption(NodeByNodePolicy):
     def __init__(self) -> None:
         self.rng = np.random.default_rng(0)
 
+    def native_rule(self) -> tuple[str, dict[str, np.random.Generator]] | None:
+        # The native rule reproduces numpy's PCG64 draws, so it stands in only for this exact class drawing from
+        # exactly a PCG64 Generator; a subclass, or another generator, is asked in Python.
+        if type(self) is not RandomPreemption or type(self.rng) is not np.random.Generator:
+            return None
+        if type(self.rng.bit_generator) is not np.random.PCG64:
+            return None
+        return "random", {"rng": self.rng}
+
     def _evaluate_node(
         self, request: PreemptionRequest, node: int, deficit: Vec, candidates: list[Job]
     ) -> tuple[tuple, list[Job]] | None:

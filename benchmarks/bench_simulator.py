@@ -46,7 +46,7 @@ def mean_queued(result) -> float:  # noqa: ANN001
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=50_000)
-    parser.add_argument("--policies", default="fifo,priority,k8s,fitgpp")
+    parser.add_argument("--policies", default="fifo,priority,k8s,fitgpp,random")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--cpu", type=int, default=None, help="pin the process to this core (Linux)")

@@ -725,7 +725,7 @@ def test_engines_run_in_threads_without_the_gil(paper_2000):
 
 @pytest.mark.parametrize("name", ["fifo", "priority", "fitgpp", "fitgpp-fitness", "fitgpp-gracefirst", "k8s", "random"])
 def test_built_in_rules_give_identical_runs_on_both_engines(name, monkeypatch):
-    """Simulator.run on the native engine runs fitgpp and k8s in C++ (never calling the Python rule), the
+    """Simulator.run on the native engine runs fitgpp, k8s and random in C++ (never calling the Python rule), the
     others through Python requests; every run equals the Python engine's, job by job."""
     from baselines.base import NodeByNodePolicy
     from schedgym.experiments.runner import run_policy

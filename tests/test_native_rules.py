@@ -1,9 +1,10 @@
 """The native built-in rules (``schedgym.sim._rules``) against the Python rules in ``baselines/``.
 
 The Python rules are the specification: for every request below, the native plan of each registered variant
-(``fitgpp``, ``fitgpp-fitness``, ``fitgpp-gracefirst``, ``k8s``, built from the Python policy's
+(``fitgpp``, ``fitgpp-fitness``, ``fitgpp-gracefirst``, ``k8s``, ``random``, built from the Python policy's
 ``native_rule()``) must be exactly the Python plan (the same nodes in the same order, the same victims in the
-same order). Requests come from
+same order). ``random`` draws from a twin of the Python rule's Generator, request after request, and the two
+Generators must stand in the same state after every request. Requests come from
 
 - the Python engine on ``paper`` workloads (2,000 jobs, loads 1.0 and 1.3, ``max_preemptions`` 1 and 3),
   driven by the Python rules themselves;
@@ -18,6 +19,7 @@ Run with ``-s`` to see how many plans were compared.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import os
 
@@ -49,7 +51,7 @@ except ImportError:  # pragma: no cover - depends on the build
         raise
     pytest.skip("the native rules (schedgym.sim._rules) are not built", allow_module_level=True)
 
-VARIANTS = ("fitgpp", "fitgpp-fitness", "fitgpp-gracefirst", "k8s")
+VARIANTS = ("fitgpp", "fitgpp-fitness", "fitgpp-gracefirst", "k8s", "random")
 SCALE = float(os.environ.get("SCHEDGYM_PROPERTY_SCALE", "1"))
 COMPARED = {"plans": 0, "requests": 0, "preempting": 0}
 
@@ -89,13 +91,26 @@ def python_plan(policy, request: PreemptionRequest) -> tuple[tuple[int, ...], tu
     return tuple(plan.nodes), tuple(plan.victims)
 
 
-class Rules:
-    """The four registered variants, in Python and natively."""
+def seeded_rng(seed: int) -> np.random.Generator:
+    """A Generator for ``seed``; for odd seeds with half of a 32-bit draw pending (``has_uint32`` set), which
+    the permutations' draws use first."""
+    rng = np.random.default_rng(seed)
+    if seed % 2:
+        rng.integers(0, 2**32, dtype=np.uint32)
+        assert rng.bit_generator.state["has_uint32"] == 1
+    return rng
 
-    def __init__(self) -> None:
+
+class Rules:
+    """The registered variants, in Python and natively; ``random`` draws from a Generator seeded by ``seed``."""
+
+    def __init__(self, seed: int = 0) -> None:
         self.policies = {name: make_policy(name) for name in VARIANTS}
+        self.policies["random"].reset(seeded_rng(seed))
         self.native = {name: p.native_rule() for name, p in self.policies.items()}
         assert all(rule is not None for rule in self.native.values())
+        # Not the Python rule's own Generator, which the Python rule advances: a twin in the same state.
+        self.native["random"] = ("random", {"rng": copy.deepcopy(self.policies["random"].rng)})
 
     def check(self, request: PreemptionRequest) -> dict[str, tuple]:
         """Assert that every variant's native plan is its Python plan; return the Python plans."""
@@ -108,14 +123,16 @@ class Rules:
             plans[name] = want
             COMPARED["plans"] += 1
             COMPARED["preempting"] += bool(want[0])
+        python_rng, native_rng = self.policies["random"].rng, self.native["random"][1]["rng"]
+        assert native_rng.bit_generator.state == python_rng.bit_generator.state, "random: the Generators diverged"
         COMPARED["requests"] += 1
         return plans
 
 
-def drive(cl: ClusterSpec, jobs, config: SimConfig, driver: str) -> int:
-    """Run the Python engine with the Python rule ``driver``, checking all variants at every request; return
-    the number of requests."""
-    rules = Rules()
+def drive(cl: ClusterSpec, jobs, config: SimConfig, driver: str, seed: int = 0) -> int:
+    """Run the Python engine with the Python rule ``driver``, checking all variants at every request (``random``
+    seeded by ``seed``); return the number of requests."""
+    rules = Rules(seed)
     sim = Simulator(cl, jobs, config)
     assert sim.engine == "python"
     n = 0
@@ -136,7 +153,7 @@ def paper_run(seed: int, load: float, max_preemptions: int, driver: str) -> int:
     cl = cluster_preset("paper")
     wl = generate(preset("paper", n_jobs=2000, load=load), cl, np.random.default_rng(seed))
     config = SimConfig(engine="python", queue="priority", max_preemptions=max_preemptions)
-    return drive(cl, wl.jobs, config, driver)
+    return drive(cl, wl.jobs, config, driver, seed)
 
 
 # 3 seeds x 2 loads x 2 caps, each driven by one of the variants in turn.
@@ -212,7 +229,7 @@ def scenarios(draw):
         max_preemptions=draw(st.integers(1, 3)),
         restart_overhead=float(draw(st.sampled_from([0.0, 2.0]))),
     )
-    return cl, jobs, config, draw(st.sampled_from(VARIANTS))
+    return cl, jobs, config, draw(st.sampled_from(VARIANTS)), draw(st.integers(0, 2**64 - 1))
 
 
 SIM_SETTINGS = settings(
@@ -315,16 +332,26 @@ def direct_requests(draw) -> PreemptionRequest:
 
 
 @settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(request=direct_requests())
-def test_direct_requests(request):
-    Rules().check(request)
+@given(request=direct_requests(), seed=st.integers(0, 2**64 - 1))
+def test_direct_requests(request, seed):
+    Rules(seed).check(request)
 
 
 @pytest.mark.slow
 @settings(max_examples=examples(20000), deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(request=direct_requests())
-def test_direct_requests_thorough(request):
-    Rules().check(request)
+@given(request=direct_requests(), seed=st.integers(0, 2**64 - 1))
+def test_direct_requests_thorough(request, seed):
+    Rules(seed).check(request)
+
+
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(request=direct_requests(), seed=st.integers(0, 2**64 - 1))
+def test_random_on_one_request_many_times(request, seed):
+    # One request decided over and over: the rule's plans vary with its draws, and the native rule must follow
+    # the Python rule's Generator through all of them.
+    rules = Rules(seed)
+    for _ in range(20):
+        rules.check(request)
 
 
 @pytest.mark.parametrize(("lam", "grace_scale"), [(0.25, 60.0), (3.0, 7.0), (1.0, 1e-3)])
@@ -439,13 +466,19 @@ def test_declines_as_the_python_rules():
     avail = np.array([[4.0, 0.0, 0.0], [0.0, 0.0, 0.0], [4.0, 0.0, 0.0]])
     capacity = np.full((3, 3), 8.0)
     candidates = [(1, [(0, (8.0, 0.0, 0.0), 1, 10.0, 0.0)])]
-    for rule, params in (("k8s", {}), ("fitgpp", {})):
+    rng = np.random.default_rng(0)
+    for rule, params in (("k8s", {}), ("fitgpp", {}), ("random", {"rng": rng})):
         # Three members: the two nodes with room first (score (-inf,)), then n1 with its victim.
         assert _rules.decide(rule, params, 5, member, 3, avail, capacity, candidates) == ((0, 2, 1), (0,))
         # Too few usable nodes: decline.
         assert _rules.decide(rule, params, 5, member, 3, avail, capacity, []) == ((), ())
         # Two members fit on the nodes with room, without preemption: decline (the job is placed normally).
         assert _rules.decide(rule, params, 5, member, 2, avail, capacity, candidates) == ((), ())
+    # random drew for n1 in the first and the last request (a permutation of one, no draw, and a score), and
+    # nothing in the second, which declines before scoring.
+    want = np.random.default_rng(0)
+    want.random(2)
+    assert rng.bit_generator.state == want.bit_generator.state
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -539,6 +572,37 @@ def test_bad_input_raises_value_error(changes, message):
     with pytest.raises(ValueError, match=message):
         call(**changes)
     assert call() == ((1,), (1,))  # and the module still works
+
+
+class OwnGenerator(np.random.Generator):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({}, "rng"),
+        ({"rng": np.random.default_rng(0), "lam": 1.0}, "Unknown parameter"),
+        ({"rng": None}, "Generator"),
+        ({"rng": np.random.RandomState(0)}, "Generator"),
+        ({"rng": OwnGenerator(np.random.PCG64(0))}, "Generator"),  # a subclass may draw differently
+        ({"rng": np.random.Generator(np.random.MT19937(0))}, "PCG64"),
+        ({"rng": np.random.Generator(np.random.PCG64DXSM(0))}, "PCG64"),
+    ],
+)
+def test_random_needs_a_pcg64_generator(params, message):
+    with pytest.raises(ValueError, match=message):
+        call(rule="random", params=params)
+
+
+def test_random_leaves_the_generator_alone_on_bad_input():
+    rng = np.random.default_rng(0)
+    before = rng.bit_generator.state
+    with pytest.raises(ValueError, match="avail"):
+        call(rule="random", params={"rng": rng}, avail=None)
+    assert rng.bit_generator.state == before
+    assert call(rule="random", params={"rng": rng}) in (((0,), (0,)), ((1,), (1,)))
+    assert rng.bit_generator.state != before
 
 
 @settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])

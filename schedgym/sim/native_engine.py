@@ -9,6 +9,7 @@ its decisions (the engine is deterministic), so copied environments work on both
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -90,8 +91,11 @@ class NativeSimulator(Simulator):
         spec = policy.native_rule() if isinstance(policy, Policy) else None
         if spec is not None and self._fresh and self.preemption:
             name, params = spec
+            # Replayed by pickling, from the parameters as they are now: a randomised rule's Generator advances
+            # during the run, and the replay must draw what the run drew.
+            start = (name, copy.deepcopy(params))
             self._engine.run_rule(name, dict(params))
-            self._native_rule = spec  # replayed by pickling
+            self._native_rule = start
             self._advanced_after_log = True
             self._stale = True
             return self.result()
@@ -286,7 +290,8 @@ class NativeSimulator(Simulator):
         # Deterministic: the same advance/resolve calls reproduce the same state exactly.
         native_rule = self.__dict__.get("_native_rule")
         if native_rule is not None:
-            self._engine.run_rule(native_rule[0], dict(native_rule[1]))
+            # On a copy: the stored parameters (a Generator's starting state) must serve the next replay too.
+            self._engine.run_rule(native_rule[0], copy.deepcopy(dict(native_rule[1])))
             self._stale = True
             return
         for decision in self._log:

@@ -12,6 +12,7 @@ Nothing here knows about gymnasium.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Protocol, runtime_checkable
 
@@ -132,9 +133,11 @@ class Policy:
     def _decide(self, request: PreemptionRequest) -> PreemptionPlan:
         return DECLINE
 
-    def native_rule(self) -> tuple[str, dict[str, float | str]] | None:
+    def native_rule(self) -> tuple[str, Mapping[str, object]] | None:
         """``(name, parameters)`` of the same rule in the native engine, which then decides without calling
-        Python; None (the default) if there is none: the engine asks :meth:`decide` instead."""
+        Python; None (the default) if there is none: the engine asks :meth:`decide` instead. A randomised rule
+        passes its numpy Generator as a parameter: the native rule draws from it what the Python rule would,
+        and leaves it where the Python rule would."""
         return None
 
     def __repr__(self) -> str:

@@ -18,6 +18,8 @@
 
 #include "decision.hpp"
 #include "engine.hpp"
+#include "numpy_rng.hpp"
+#include "rules.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -54,7 +56,8 @@ nb::ndarray<nb::numpy, T> per_job(PyEngine& s, const std::vector<T>& (Engine::*g
   return to_numpy<T>(v.data(), v.size());
 }
 
-// A built-in rule by name, with the parameters of its Python class (baselines/fitgpp.py, baselines/k8s.py).
+// A built-in rule by name, with the parameters of its Python class (baselines/fitgpp.py, baselines/k8s.py,
+// baselines/random_policy.py).
 std::unique_ptr<schedgym::Rule> make_rule(const std::string& name, nb::dict params) {
   auto get = [&](const char* key, nb::object fallback) -> nb::object {
     return params.contains(key) ? nb::object(params[key]) : fallback;
@@ -62,6 +65,10 @@ std::unique_ptr<schedgym::Rule> make_rule(const std::string& name, nb::dict para
   if (name == "k8s") {
     if (nb::len(params) != 0) throw std::invalid_argument("k8s takes no parameters");
     return schedgym::make_k8s();
+  }
+  if (name == "random") {
+    if (nb::len(params) != 1 || !params.contains("rng")) throw std::invalid_argument("random takes exactly 'rng'");
+    return std::make_unique<schedgym::RandomRule>(schedgym::pcg64_state(params["rng"]));
   }
   if (name == "fitgpp") {
     for (auto item : params) {
@@ -77,7 +84,7 @@ std::unique_ptr<schedgym::Rule> make_rule(const std::string& name, nb::dict para
     if (rank != "score" && rank != "grace") throw std::invalid_argument("Expected rank 'score' or 'grace'");
     return schedgym::make_fitgpp(lam, grace_scale, order == "grace", rank == "grace");
   }
-  throw std::invalid_argument("Unknown native rule '" + name + "'; expected 'fitgpp' or 'k8s'");
+  throw std::invalid_argument("Unknown native rule '" + name + "'; expected 'fitgpp', 'k8s' or 'random'");
 }
 
 void check_1d(const char* name, size_t ndim, size_t len, size_t n_jobs) {
@@ -209,12 +216,18 @@ NB_MODULE(_engine, m) {
           "run_rule",
           [](PyEngine& s, const std::string& name, nb::dict params) {
             std::unique_ptr<schedgym::Rule> rule = make_rule(name, params);
-            nb::gil_scoped_release release;
-            std::lock_guard<std::mutex> lock(s.mu);
-            s.engine->run_rule(*rule);
+            {
+              nb::gil_scoped_release release;
+              std::lock_guard<std::mutex> lock(s.mu);
+              s.engine->run_rule(*rule);
+            }
+            // The Generator continues from where the Python rule would have left it.
+            if (auto* random = dynamic_cast<schedgym::RandomRule*>(rule.get()))
+              schedgym::set_pcg64_state(params["rng"], random->rng().state());
           },
           "name"_a, "params"_a,
-          "advance() to the end with a built-in rule ('fitgpp' with lam, grace_scale, order, rank; 'k8s') "
+          "advance() to the end with a built-in rule ('fitgpp' with lam, grace_scale, order, rank; 'k8s'; "
+          "'random' with rng, a numpy Generator over PCG64, which it advances as the Python rule would) "
           "answering every request, in C++.")
 
       // ------------------------------------------------------------ scalars

@@ -1,6 +1,6 @@
 // The built-in preemption rules in C++ (see rules.hpp). Every function mirrors its Python counterpart in
-// baselines/base.py, baselines/fitgpp.py and baselines/k8s.py step by step; comments name the Python line a
-// construct stands for where the correspondence is not obvious.
+// baselines/base.py, baselines/fitgpp.py, baselines/k8s.py and baselines/random_policy.py step by step; comments
+// name the Python line a construct stands for where the correspondence is not obvious.
 #include "rules.hpp"
 
 #include <algorithm>
@@ -245,6 +245,32 @@ class K8sRule final : public NodeByNodeRule {
 };
 
 }  // namespace
+
+// ----------------------------------------------------------------------------------------------------------
+// Random
+// ----------------------------------------------------------------------------------------------------------
+
+bool RandomRule::evaluate_node(const RequestView& /*r*/, int /*node*/, const double deficit[3],
+                               const std::vector<Candidate>& cands, Score& score, std::vector<int>& victims) {
+  // The draws in the Python rule's order: the permutation first, the score after the victims.
+  rng_.permutation(cands.size(), order_);
+  victims.clear();
+  double g = 0.0, c = 0.0, m = 0.0;  // freed(victims), a running left fold: the same sums
+  for (int p : order_) {
+    victims.push_back(p);
+    const double* d = cands[p].demand;
+    g += d[0];
+    c += d[1];
+    m += d[2];
+    const double have[3] = {g, c, m};
+    if (covers(have, deficit)) break;
+  }
+  score.size = 1;
+  score.v[0] = rng_.next_double();
+  score.v[1] = 0.0;
+  score.v[2] = 0.0;
+  return true;
+}
 
 bool score_less(const Score& a, const Score& b) { return tuple_less(a.v, a.size, b.v, b.size); }
 

@@ -1,4 +1,5 @@
-// The built-in preemption rules in C++: baselines/fitgpp.py and baselines/k8s.py, decision for decision.
+// The built-in preemption rules in C++: baselines/fitgpp.py, baselines/k8s.py and baselines/random_policy.py,
+// decision for decision (the random rule draw for draw, from numpy's generator: pcg64.hpp).
 //
 // The Python rules are the specification. These classes take the same decisions with the same floating-point
 // operations in the same order (sums of demands in candidate order, the same L2 expressions, max(x, 0.0) as
@@ -11,6 +12,8 @@
 #include <memory>
 #include <utility>
 #include <vector>
+
+#include "pcg64.hpp"
 
 namespace schedgym {
 
@@ -84,6 +87,23 @@ class NodeByNodeRule : public Rule {
   };
   std::vector<Feasible> feasible_;  // scratch, reused across requests
   std::vector<Option> options_;
+};
+
+// random (baselines/random_policy.py): per node, candidates in the order of a random permutation until they
+// cover the deficit, and a uniform random score. It draws from `rng`, which starts where the Python rule's
+// Generator stands; rng().state() is where that Generator would stand after the same decisions.
+class RandomRule final : public NodeByNodeRule {
+ public:
+  explicit RandomRule(const Pcg64State& state) : rng_(state) {}
+  const Pcg64& rng() const { return rng_; }
+
+ protected:
+  bool evaluate_node(const RequestView& r, int node, const double deficit[3], const std::vector<Candidate>& cands,
+                     Score& score, std::vector<int>& victims) override;
+
+ private:
+  Pcg64 rng_;
+  std::vector<int> order_;  // scratch
 };
 
 }  // namespace schedgym

@@ -1,6 +1,7 @@
 // Python bindings of the native rules (for tests; the engine calls the rules directly).
 //
 // decide(rule, params, job, member, gang, avail, capacity, candidates) -> (nodes, victims)
+// pcg64_draws(rng, draws) -> values (the random rule's generator, draw by draw)
 //
 // Every input is checked here (types, shapes, lengths, ranges, finite numbers): anything wrong raises
 // ValueError, and nothing unchecked reaches the rules.
@@ -15,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "numpy_rng.hpp"
 #include "rules.hpp"
 
 namespace nb = nanobind;
@@ -105,17 +107,23 @@ std::unique_ptr<schedgym::Rule> make_rule(nb::handle rule, nb::handle params) {
   std::string name;
   if (!nb::try_cast<std::string>(rule, name, false) || !nb::isinstance<nb::str>(rule))
     fail("Expected rule to be a string, got " + show(rule));
-  if (name != "fitgpp" && name != "k8s") fail("Expected rule 'fitgpp' or 'k8s', got " + show(rule));
+  if (name != "fitgpp" && name != "k8s" && name != "random")
+    fail("Expected rule 'fitgpp', 'k8s' or 'random', got " + show(rule));
   if (!nb::isinstance<nb::dict>(params)) fail("Expected params to be a dict, got " + show(params));
   nb::dict p = nb::borrow<nb::dict>(params);
   for (auto [key, value] : p) {
     std::string k;
     if (!nb::isinstance<nb::str>(key) || !nb::try_cast<std::string>(key, k, false))
       fail("Expected the keys of params to be strings, got " + show(key));
-    const bool known = name == "fitgpp" && (k == "lam" || k == "grace_scale" || k == "order" || k == "rank");
+    const bool known = (name == "fitgpp" && (k == "lam" || k == "grace_scale" || k == "order" || k == "rank")) ||
+                       (name == "random" && k == "rng");
     if (!known) fail("Unknown parameter " + show(key) + " for rule " + show(rule));
   }
   if (name == "k8s") return schedgym::make_k8s();
+  if (name == "random") {
+    if (!p.contains("rng")) fail("Expected params {'rng': a numpy Generator} for rule 'random'");
+    return std::make_unique<schedgym::RandomRule>(schedgym::pcg64_state(p["rng"]));
+  }
   // Missing parameters take FitGpp's defaults.
   double lam = p.contains("lam") ? to_double(p["lam"], "lam") : 1.0;
   double grace_scale = p.contains("grace_scale") ? to_double(p["grace_scale"], "grace_scale") : 60.0;
@@ -186,7 +194,45 @@ nb::tuple decide(nb::handle rule, nb::handle params, nb::handle job, nb::handle 
     view.candidates.emplace_back(node, std::move(cands));
   }
   schedgym::Plan plan = r->decide(view);
+  if (auto* random = dynamic_cast<schedgym::RandomRule*>(r.get()))  // the Generator moves on as in Python
+    schedgym::set_pcg64_state(nb::borrow<nb::dict>(params)["rng"], random->rng().state());
   return nb::make_tuple(int_tuple(plan.nodes), int_tuple(plan.victims));
+}
+
+// The draws the random rule makes, from the numpy Generator `rng` (which then stands where they leave it),
+// for comparing with numpy's own: each item of `draws` is ("random",) for Generator.random(),
+// ("permutation", n) for Generator.permutation(n) (a tuple), or, for the parts of those, ("uint64",),
+// ("uint32",) (the buffered 32-bit draw) and ("interval", max) (numpy's random_interval).
+nb::list pcg64_draws(nb::handle rng, nb::handle draws) {
+  schedgym::Pcg64 gen(schedgym::pcg64_state(rng));
+  nb::list out;
+  std::vector<int> perm;
+  for (const nb::object& item : items(draws, "draws")) {
+    std::vector<nb::object> d = items(item, "a draw");
+    std::string kind;
+    if (d.empty() || !nb::try_cast<std::string>(d[0], kind, false)) fail("Expected a draw to start with its kind");
+    const size_t n_args = kind == "permutation" || kind == "interval" ? 2 : 1;
+    if (d.size() != n_args) fail("Expected " + std::to_string(n_args) + " items in draw " + show(item));
+    if (kind == "random") {
+      out.append(gen.next_double());
+    } else if (kind == "uint64") {
+      out.append(gen.next_uint64());
+    } else if (kind == "uint32") {
+      out.append(gen.next_uint32());
+    } else if (kind == "permutation") {
+      gen.permutation(static_cast<size_t>(to_int(d[1], "a permutation's size", 0)), perm);
+      out.append(int_tuple(perm));
+    } else if (kind == "interval") {
+      unsigned long long max = 0;
+      if (PyBool_Check(d[1].ptr()) || !nb::try_cast<unsigned long long>(d[1], max, false))
+        fail("Expected an interval's max in [0, 2**64), got " + show(d[1]));
+      out.append(gen.interval(max));
+    } else {
+      fail("Unknown draw " + show(item));
+    }
+  }
+  schedgym::set_pcg64_state(rng, gen.state());
+  return out;
 }
 
 }  // namespace
@@ -199,5 +245,11 @@ NB_MODULE(_rules, m) {
         "The plan of the native rule ``rule`` (\"fitgpp\" with params lam, grace_scale, order, rank, or \"k8s\"\n"
         "with none) for one preemption request: member (3,) is the job's per-node demand, avail and capacity\n"
         "are (n_nodes, 3), candidates is [(node, [(idx, (gpus, cpus, mem_gb), gang, grace, run_start), ...]), ...]\n"
-        "with nodes ascending and candidates by idx. An empty plan ((), ()) declines. Bad input: ValueError.");
+        "with nodes ascending and candidates by idx. An empty plan ((), ()) declines. Bad input: ValueError.\n\n"
+        "\"random\" takes params {\"rng\": a numpy Generator over PCG64}: it draws from it as the Python rule\n"
+        "would, and leaves it where the Python rule would.");
+  m.def("pcg64_draws", &pcg64_draws, "rng"_a, "draws"_a,
+        "pcg64_draws(rng, draws) -> values\n\n"
+        "The random rule's draws from the numpy Generator rng (over PCG64), which then stands where they leave\n"
+        "it: (\"random\",), (\"permutation\", n), (\"uint64\",), (\"uint32\",) or (\"interval\", max) each.");
 }
