@@ -23,7 +23,7 @@ import numpy as np
 from schedgym.errors import ConfigError
 from schedgym.sim.cluster import ClusterSpec
 from schedgym.workloads.named import SPLITS, TRACE_WORKLOADS
-from schedgym.workloads.synthetic import PRESETS, generate, preset
+from schedgym.workloads.synthetic import PRESETS, SyntheticConfig, generate, preset
 from schedgym.workloads.trace import Workload, load_trace
 
 VALIDATION_SEED0 = 100_000
@@ -127,8 +127,16 @@ class WorkloadSource:
     # ------------------------------------------------------------------ episodes
     def draw(self, rng: np.random.Generator, cluster: ClusterSpec) -> Workload:
         """A fresh synthetic workload from ``rng``."""
-        overrides = {"n_jobs": self.n_jobs} if self.n_jobs is not None else {}
-        return generate(preset(str(self.workload), **overrides), cluster, rng, name=str(self.workload))
+        return generate(self._synthetic_config(), cluster, rng, name=str(self.workload))
+
+    def _synthetic_config(self) -> SyntheticConfig:
+        # Made once per source: an environment draws a workload at every reset.
+        config = self.__dict__.get("_config")
+        if config is None:
+            overrides = {"n_jobs": self.n_jobs} if self.n_jobs is not None else {}
+            config = preset(str(self.workload), **overrides)
+            object.__setattr__(self, "_config", config)
+        return config
 
     def pool(self, split: str) -> Workload:
         """The jobs that trace episodes are cut from: a bundled trace's split, or the whole trace file."""
