@@ -382,11 +382,11 @@ def _first_invalid(floats: np.ndarray, gang: np.ndarray, cls: np.ndarray) -> int
     s, d, g, c, m, gr = floats
     total = g + c + m  # in JobSpec's order
     # The common case, all valid, from a few extremes (a NaN makes them NaN, which fails every comparison).
-    lo, hi = floats.min(axis=1).tolist(), floats.max(axis=1).tolist()
+    lo, hi = floats.min(axis=1), floats.max(axis=1)  # numpy's min and max propagate NaN; Python's do not
     if (
-        min(lo) >= 0.0
-        and max(hi) < _INF
-        and lo[1] > 0.0  # duration
+        float(lo.min()) >= 0.0
+        and float(hi.max()) < _INF
+        and float(lo[1]) > 0.0  # duration
         and float(total.min()) > 0.0
         and int(gang.min()) >= 1
         and 0 <= int(cls.min())
