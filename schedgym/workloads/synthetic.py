@@ -15,6 +15,11 @@ How a job is drawn:
   rounded to whole seconds; TE jobs get ``te_grace`` (never used: TE jobs are not preempted).
 Arrivals are a Poisson process whose rate makes the offered GPU load (GPU-seconds per second over cluster
 GPUs) equal ``load`` for the jobs actually drawn.
+
+Every quantity is drawn for all jobs at once, and the jobs stay columns (a
+:class:`~schedgym.sim.job.JobTable`): an environment's reset draws a workload and builds the native engine
+from it without making a JobSpec per job. The draws (which ``Generator`` calls, in which order) define the
+workloads of every seed; changing them changes every published result.
 """
 
 from __future__ import annotations
