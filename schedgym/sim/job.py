@@ -209,11 +209,12 @@ class JobTable(Sequence[JobSpec]):
     Both engines accept it wherever they accept a sequence of JobSpec; the native engine is built from its
     columns without making a single per-job Python object, which is what keeps an environment's reset cheap.
 
-    ``JobTable(job_id=..., submit_time=..., duration=..., gpus=..., ...)`` takes one value per job for each
-    of :class:`JobSpec`'s fields (the optional ones may also be one value for all jobs; they default to
-    JobSpec's defaults) and checks them as building the JobSpecs would: it raises the same
-    :class:`~schedgym.errors.ConfigError`, for the same first job, and stores the same values (Python floats
-    and ints, JobClass members) -- only vectorised. :meth:`from_specs` wraps existing JobSpecs instead.
+    ``JobTable(job_id=..., submit_time=..., duration=..., gpus=..., ...)`` takes a sequence of ids and, for
+    each other field of :class:`JobSpec`, one value per job (a numpy array or a sequence) or one value for
+    all jobs (the optional fields default to JobSpec's defaults). It checks them as building the JobSpecs
+    one by one would: the same :class:`~schedgym.errors.ConfigError` for the same first job (JobSpec itself
+    raises it), and the same stored values (Python floats and ints, JobClass members), only vectorised.
+    :meth:`from_specs` wraps existing JobSpecs instead.
 
     Reading one job (``table[i]``) makes just that JobSpec; iterating, slicing (a tuple) or :attr:`specs`
     makes them all, once.
