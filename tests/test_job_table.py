@@ -28,7 +28,7 @@ from schedgym.sim.metrics import RunResult
 from schedgym.sim.resources import fits_on
 from schedgym.workloads.source import WorkloadSource
 from schedgym.workloads.synthetic import SyntheticConfig, generate, preset
-from schedgym.workloads.trace import Workload
+from schedgym.workloads.trace import Workload, save_trace
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FIELDS = ("submit_time", "duration", "gpus", "cpus", "mem_gb", "gang_size", "job_class", "grace_period")
@@ -378,3 +378,36 @@ def test_environment_steps_alike_on_column_and_jobspec_workloads(seed, engine):
         assert env._workload.table._specs is None and "jobs" not in env._workload.__dict__
     via_specs = rollout(PreemptionEnv(n_jobs=1000, max_candidates=8), {"workload": specs}, seed)
     assert len(via_seed) > 1 and via_seed == via_specs
+
+
+def window_specs(pool: tuple[JobSpec, ...], start: int, n: int) -> tuple[JobSpec, ...]:
+    """A trace window as it was cut before the column path: JobSpec by JobSpec."""
+    window = sorted(pool[start : start + n], key=lambda j: j.submit_time)
+    return tuple(dataclasses.replace(j, submit_time=j.submit_time - window[0].submit_time) for j in window)
+
+
+@pytest.mark.parametrize("workload", ["philly", "alibaba2023"])
+def test_trace_windows_cut_from_columns_are_the_jobspec_cut(workload):
+    source = WorkloadSource(workload, n_jobs=700)
+    rng = np.random.default_rng(3)
+    for split in ("train", "validation"):
+        pool = source.pool(split).jobs
+        for start in [0, len(pool) - 700, *rng.integers(0, len(pool) - 700, 5).tolist()]:
+            wl = source.window_at(start, split=split)
+            assert "jobs" not in wl.__dict__
+            expected = window_specs(pool, start, 700)
+            assert all(same_spec(a, b) for a, b in zip(wl.jobs, expected, strict=True))
+            assert wl.name == f"{workload}/{split}[{start}:{start + 700}]"
+
+
+def test_trace_file_windows_cut_from_columns_are_the_jobspec_cut(tmp_path):
+    # Out-of-order submissions and ties, so that the sort and its stability matter.
+    specs = [JobSpec(f"t{i}", float((i * 7) % 5), 1.0 + i, 1.0) for i in range(30)]
+    path = tmp_path / "t.csv"
+    save_trace(path, specs)
+    source = WorkloadSource(trace=str(path), n_jobs=9)
+    for start in range(0, 22):
+        assert source.window_at(start).jobs == window_specs(tuple(specs), start, 9)
+    env = PreemptionEnv(trace=str(path), n_jobs=9, cluster="paper")
+    env.reset(seed=1)
+    assert [j.spec for j in env.sim.jobs] == list(env._workload.jobs)
