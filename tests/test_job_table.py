@@ -186,6 +186,8 @@ def raw_columns(draw: st.DrawFn) -> tuple[list, dict]:
         if draw(st.integers(0, 4)) == 0
         else st.just([f"j{i}" for i in range(n)])
     )
+    if draw(st.integers(0, 4)) == 0:
+        ids = np.array(ids)  # numpy strings: stored as str, as JobSpec stores them
     valid = {
         "submit_time": st.floats(0, 1e6),
         "duration": st.floats(1e-3, 1e6),
