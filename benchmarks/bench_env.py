@@ -73,7 +73,7 @@ def run_schedgym(env_id: str, seconds: float, seed: int, profile: bool, **kwargs
         steps += 1
         if term or trunc:
             episodes += 1
-            jobs += len(raw._workload.jobs)  # the workload, not sim.jobs: that would build Job records
+            jobs += len(raw._workload)  # not .jobs or sim.jobs: they would make JobSpecs or Job records
             obs, info = env.reset()
     elapsed = time.perf_counter() - t0
     out = {"steps_per_s": steps / elapsed, "steps": steps, "episodes": episodes, "jobs_per_step": jobs / max(steps, 1)}

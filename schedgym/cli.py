@@ -184,7 +184,7 @@ def _trace(args: argparse.Namespace) -> int:
         raise ConfigError(f"cannot write {args.output}: {exc.strerror}") from None
     print(report)
     print(
-        f"wrote {len(workload.jobs)} jobs to {args.output}"
+        f"wrote {len(workload)} jobs to {args.output}"
         + (f" and the cluster to {args.cluster_out}" if args.cluster_out else "")
     )
     return 0

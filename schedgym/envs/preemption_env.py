@@ -152,7 +152,7 @@ class PreemptionEnv(gym.Env):
         self.sim = self._make_simulator(workload)
         self._encoder = encoder = DecisionEncoder(
             self.sim.capacity,
-            len(workload.jobs),
+            len(workload),
             max_candidates=self.config.max_candidates,
             estimate_noise=self.config.estimate_noise,
             rng=self.np_random,
@@ -264,8 +264,8 @@ class PreemptionEnv(gym.Env):
     def _make_simulator(self, workload: Workload) -> Simulator:
         config = self.config.sim
         if self._native_decisions and select_engine(config.engine) == "native":
-            return StepwiseNativeSimulator(self.cluster, workload.jobs, config)
-        return Simulator(self.cluster, workload.jobs, config)
+            return StepwiseNativeSimulator(self.cluster, workload.table, config)
+        return Simulator(self.cluster, workload.table, config)
 
     def _next_decision(self) -> None:
         """Advance the simulator to the next request that offers a choice, or to the end."""
@@ -306,7 +306,7 @@ class PreemptionEnv(gym.Env):
         core = self._core
         if core is not None:
             job = core.job
-            te_job = self._workload.jobs[job].job_id if job >= 0 else None
+            te_job = self._workload.table.job_ids[job] if job >= 0 else None
             n_candidates = core.n_rows
         else:
             req = self.pending_request

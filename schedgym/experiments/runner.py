@@ -38,7 +38,7 @@ def run_policy(
     config = config if config is not None else SimConfig()
     config = replace(config, queue=queue if queue is not None else policy.queue)
     policy.reset(rng if rng is not None else np.random.default_rng(0))
-    sim = Simulator(cluster, workload.jobs, config, preemption=bool(policy.preempts))
+    sim = Simulator(cluster, workload.table, config, preemption=bool(policy.preempts))
     return sim.run(policy)
 
 

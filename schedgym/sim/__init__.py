@@ -8,7 +8,7 @@ from schedgym.sim.cluster import (
     load_cluster_csv,
     resolve_cluster,
 )
-from schedgym.sim.job import RESOURCES, Job, JobClass, JobSpec, JobState
+from schedgym.sim.job import RESOURCES, Job, JobClass, JobSpec, JobState, JobTable
 from schedgym.sim.metrics import TAU, ClassStats, RunResult, Segment
 from schedgym.sim.policy import (
     DECLINE,
@@ -31,6 +31,7 @@ __all__ = [
     "JobClass",
     "JobSpec",
     "JobState",
+    "JobTable",
     "NodeSpec",
     "Policy",
     "PreemptionPlan",

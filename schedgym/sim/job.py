@@ -6,13 +6,14 @@ from __future__ import annotations
 import enum
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
 from schedgym.errors import ConfigError
+from schedgym.sim.resources import EPS
 
 # Order of the resource axes everywhere in schedgym (arrays of shape (..., 3)).
 RESOURCES: tuple[str, str, str] = ("gpus", "cpus", "mem_gb")
@@ -190,58 +191,292 @@ class Job:
         return self.spec.submit_time
 
 
-def workload_columns(specs: Sequence[JobSpec]) -> dict[str, Any]:
-    """The workload as columns, every spec read once: ``job_id`` (a list), ``submit``, ``duration``,
+JobColumns = dict[str, Any]
+"""A workload as columns (see :func:`workload_columns`)."""
+
+_FIELDS = ("job_id", "submit_time", "duration", "gpus", "cpus", "mem_gb", "gang_size", "job_class", "grace_period")
+_FLOAT_FIELDS = ("submit_time", "duration", "gpus", "cpus", "mem_gb", "grace_period")
+_INT64_MAX = int(np.iinfo(np.int64).max)
+_CLASSES = (JobClass.TE, JobClass.BE)
+_BOOLS = (bool, np.bool_)
+
+
+class JobTable(Sequence[JobSpec]):
+    """A workload's jobs as columns: a read-only sequence of :class:`JobSpec` whose specs are made only when
+    someone reads them.
+
+    Both engines accept it wherever they accept a sequence of JobSpec; the native engine is built from its
+    columns without making a single per-job Python object, which is what keeps an environment's reset cheap.
+
+    ``JobTable(job_id=..., submit_time=..., duration=..., gpus=..., ...)`` takes a sequence of ids and, for
+    each other field of :class:`JobSpec`, one value per job (a numpy array or a sequence) or one value for
+    all jobs (the optional fields default to JobSpec's defaults). It checks them as building the JobSpecs
+    one by one would: the same :class:`~schedgym.errors.ConfigError` for the same first job (JobSpec itself
+    raises it), and the same stored values (Python floats and ints, JobClass members), only vectorised.
+    :meth:`from_specs` wraps existing JobSpecs instead.
+
+    Reading one job (``table[i]``) makes just that JobSpec; iterating, slicing (a tuple) or :attr:`specs`
+    makes them all, once.
+    """
+
+    __slots__ = ("__weakref__", "_columns", "_duplicate", "_specs")
+    _columns: JobColumns | None
+    _duplicate: int | None
+    _specs: tuple[JobSpec, ...] | None
+
+    def __init__(
+        self,
+        *,
+        job_id: Sequence[str],
+        submit_time: Any,
+        duration: Any,
+        gpus: Any,
+        cpus: Any = 0.0,
+        mem_gb: Any = 0.0,
+        gang_size: Any = 1,
+        job_class: Any = JobClass.BE,
+        grace_period: Any = DEFAULT_GRACE_PERIOD,
+    ) -> None:
+        if isinstance(job_id, (str, bytes)) or not isinstance(job_id, (Sequence, np.ndarray)):
+            raise ConfigError(f"Expected job_id to be a sequence of strings (one per job), got {type(job_id).__name__}")
+        ids = job_id if type(job_id) is tuple else tuple(job_id)
+        n = len(ids)
+        values = (submit_time, duration, gpus, cpus, mem_gb, gang_size, job_class, grace_period)
+        given = dict(zip(_FIELDS[1:], values, strict=True))
+        kinds: dict[str, str] = {}
+        arrays: dict[str, np.ndarray] = {}
+        for name, value in given.items():
+            try:
+                a = np.asarray(value)
+            except (TypeError, ValueError):  # ragged nested sequences: JobSpec will say what is wrong
+                a = np.empty(len(value) if isinstance(value, Sequence) else 0, dtype=object)
+            kind = a.dtype.kind
+            if a.ndim == 0:  # one value for every job
+                given[name] = [value] * n
+                a = np.full(n, a)
+            elif kind in "iuf" and not isinstance(value, np.ndarray) and any(isinstance(x, _BOOLS) for x in value):
+                kind = "b"  # numpy reads [1, True] as numbers; JobSpec rejects the True
+            if a.ndim != 1 or len(a) != n:
+                raise ConfigError(f"Expected {name} to have one value per job ({n}), got shape {np.shape(a)}")
+            arrays[name], kinds[name] = a, kind
+        if n == 0 or not (
+            all(kinds[name] in "iuf" for name in _FLOAT_FIELDS)
+            and all(kinds[name] in "iu" for name in ("gang_size", "job_class"))
+            and all(kinds[name] == "i" or int(arrays[name].max()) <= _INT64_MAX for name in ("gang_size", "job_class"))
+        ):
+            # Not plain numbers (bools, strings, objects), or no jobs: JobSpec accepts or rejects each value.
+            self._set_specs(tuple(JobSpec(*row) for row in zip(ids, *given.values(), strict=True)))
+            return
+        floats = np.empty((len(_FLOAT_FIELDS), n))  # one row per float field, converted as float() converts
+        for row, name in zip(floats, _FLOAT_FIELDS, strict=True):
+            row[...] = arrays[name]
+        gang, cls = arrays["gang_size"].astype(np.int64), arrays["job_class"].astype(np.int64)
+        bad_id, duplicate = _check_ids(ids)
+        first = min(bad_id, _first_invalid(floats, gang, cls))
+        if first < n:  # JobSpec names the problem, in its own words, from the values as given
+            JobSpec(ids[first], *(values[first] for values in given.values()))
+            raise AssertionError(f"job {first} failed the column checks but passed JobSpec's")  # pragma: no cover
+        if duplicate < 0:  # str subclasses (numpy.str_): stored as str, as JobSpec does
+            ids = tuple(str(x) for x in ids)
+            duplicate = _first_duplicate(ids)
+        self._columns = _make_columns(ids, floats, gang, cls)
+        self._specs = None
+        self._duplicate = duplicate
+
+    def _set_specs(self, specs: tuple[JobSpec, ...]) -> None:
+        self._specs = specs
+        self._columns = None
+        self._duplicate = None
+
+    @classmethod
+    def from_specs(cls, specs: Sequence[JobSpec]) -> JobTable:
+        """The table of existing JobSpecs (kept, not copied); its columns are read from them when first needed."""
+        if isinstance(specs, JobTable):
+            return specs
+        table = cls.__new__(cls)
+        table._set_specs(specs if type(specs) is tuple else tuple(specs))
+        return table
+
+    @property
+    def columns(self) -> JobColumns:
+        """The jobs as :func:`workload_columns` (shared, read-only arrays)."""
+        if self._columns is None:
+            assert self._specs is not None
+            self._columns = workload_columns(self._specs)
+        return self._columns
+
+    @property
+    def job_ids(self) -> tuple[str, ...]:
+        """Every job's id (no JobSpec is made for them)."""
+        if self._columns is None:
+            assert self._specs is not None
+            return tuple(s.job_id for s in self._specs)
+        return self._columns["job_id"]
+
+    @property
+    def specs(self) -> tuple[JobSpec, ...]:
+        """Every job as a JobSpec (made on the first call)."""
+        if self._specs is None:
+            col = self._columns
+            assert col is not None
+            rows = zip(
+                col["job_id"], col["submit"].tolist(), col["duration"].tolist(), col["gpus"].tolist(),
+                col["cpus"].tolist(), col["mem_gb"].tolist(), col["gang"].tolist(),
+                [_CLASSES[c] for c in col["job_class"].tolist()], col["grace"].tolist(), strict=True,
+            )  # fmt: skip
+            self._specs = tuple(JobSpec(*row) for row in rows)
+        return self._specs
+
+    def first_duplicate(self) -> int:
+        """The index of the first job whose id an earlier job has, or ``len(self)`` if ids are unique."""
+        if self._duplicate is None:
+            self._duplicate = _first_duplicate(self.job_ids)
+        return self._duplicate
+
+    def __len__(self) -> int:
+        return len(self._specs) if self._specs is not None else len(self.columns["job_id"])
+
+    @overload
+    def __getitem__(self, index: int) -> JobSpec: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[JobSpec, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> JobSpec | tuple[JobSpec, ...]:
+        if self._specs is not None or isinstance(index, slice):
+            return self.specs[index]
+        col = self.columns
+        i = range(len(col["job_id"]))[index]  # bounds and negative indices as a tuple's
+        return JobSpec(
+            col["job_id"][i], float(col["submit"][i]), float(col["duration"][i]), float(col["gpus"][i]),
+            float(col["cpus"][i]), float(col["mem_gb"][i]), int(col["gang"][i]), _CLASSES[int(col["job_class"][i])],
+            float(col["grace"][i]),
+        )  # fmt: skip
+
+    def __iter__(self) -> Iterator[JobSpec]:
+        return iter(self.specs)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, JobTable):
+            return NotImplemented
+        a, b = self.columns, other.columns
+        keys = ("submit", "duration", "gpus", "cpus", "mem_gb", "grace", "gang", "job_class")
+        return a["job_id"] == b["job_id"] and all(np.array_equal(a[k], b[k]) for k in keys)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"JobTable(<{len(self)} jobs>)"
+
+    def __getstate__(self) -> tuple:
+        return (self._columns if self._specs is None else None, self._specs)
+
+    def __setstate__(self, state: tuple) -> None:
+        self._columns, self._specs = state
+        self._duplicate = None
+
+
+def _first_invalid(floats: np.ndarray, gang: np.ndarray, cls: np.ndarray) -> int:
+    """The first job whose numbers JobSpec would reject, or the number of jobs (``floats``: one row per field
+    of ``_FLOAT_FIELDS``)."""
+    s, d, g, c, m, gr = floats
+    total = g + c + m  # in JobSpec's order
+    # The common case, all valid, from a few extremes (a NaN makes them NaN, which fails every comparison).
+    lo, hi = floats.min(axis=1), floats.max(axis=1)  # numpy's min and max propagate NaN; Python's do not
+    if (
+        float(lo.min()) >= 0.0
+        and float(hi.max()) < _INF
+        and float(lo[1]) > 0.0  # duration
+        and float(total.min()) > 0.0
+        and int(gang.min()) >= 1
+        and 0 <= int(cls.min())
+        and int(cls.max()) <= 1
+    ):
+        return len(s)
+    ok = (
+        (s >= 0.0) & (s < _INF) & (d > 0.0) & (d < _INF) & (g >= 0.0) & (g < _INF) & (c >= 0.0) & (c < _INF)
+        & (m >= 0.0) & (m < _INF) & (gr >= 0.0) & (gr < _INF) & (total > 0.0) & (gang >= 1) & ((cls == 0) | (cls == 1))
+    )  # fmt: skip
+    return int(np.argmin(ok))
+
+
+# The last ids checked and the result: a synthetic workload's ids are one cached tuple per size, checked once.
+_checked_ids: tuple[tuple, int, int] = ((), 0, 0)
+
+
+def _check_ids(ids: tuple) -> tuple[int, int]:
+    """``(bad, duplicate)``: the first id JobSpec would reject (not a non-empty string) or ``len(ids)``, and
+    :func:`_first_duplicate` of ids that are all plain ``str`` (else -1)."""
+    global _checked_ids
+    last, bad, duplicate = _checked_ids
+    if ids is last:
+        return bad, duplicate
+    n = len(ids)
+    if all(type(x) is str for x in ids):
+        bad = n if all(map(str.strip, ids)) else next(i for i, x in enumerate(ids) if not x.strip())
+        duplicate = _first_duplicate(ids)
+        _checked_ids = (ids, bad, duplicate)
+        return bad, duplicate
+    return next((i for i, x in enumerate(ids) if not (isinstance(x, str) and x.strip())), n), -1
+
+
+def _first_duplicate(ids: Sequence[str]) -> int:
+    n = len(ids)
+    if len(set(ids)) == n:
+        return n
+    seen: set[str] = set()
+    for i, job_id in enumerate(ids):
+        if job_id in seen:
+            return i
+        seen.add(job_id)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _make_columns(ids: tuple, floats: np.ndarray, gang: np.ndarray, cls: np.ndarray) -> JobColumns:
+    """The columns of a table, from its ids, its float fields (one row each, in ``_FLOAT_FIELDS`` order, owned
+    by the table) and its gang sizes and classes."""
+    floats.setflags(write=False)  # shared by the table, the engines and results: nobody may change them
+    for a in (gang, cls):
+        a.setflags(write=False)
+    s, d, g, c, m, gr = floats
+    member = np.ascontiguousarray((floats[2:5] / gang).T)  # the same IEEE divisions as JobSpec.member_demand
+    member.setflags(write=False)
+    return {
+        "job_id": ids, "submit": s, "duration": d, "gpus": g, "cpus": c, "mem_gb": m, "grace": gr, "gang": gang,
+        "job_class": cls, "member": member,
+    }  # fmt: skip
+
+
+def workload_columns(specs: Sequence[JobSpec]) -> JobColumns:
+    """The workload as columns, every spec read once: ``job_id`` (a tuple of str), ``submit``, ``duration``,
     ``gpus``, ``cpus``, ``mem_gb``, ``grace`` (float64), ``gang``, ``job_class`` (int64), and ``member``, the
-    per-node demand (float64, shape (n_jobs, 3))."""
+    per-node demand (float64, shape (n_jobs, 3)). The arrays are read-only. A :class:`JobTable` gives its own."""
+    if isinstance(specs, JobTable):
+        return specs.columns
     n = len(specs)
     rows = [
         (s.submit_time, s.duration, s.gpus, s.cpus, s.mem_gb, s.grace_period, s.gang_size, int(s.job_class))
         for s in specs
     ]
     table = np.array(rows, dtype=np.float64).reshape(n, 8)
-    gang = table[:, 6].astype(np.int64)
-    return {
-        "job_id": [s.job_id for s in specs],
-        "submit": np.ascontiguousarray(table[:, 0]),
-        "duration": np.ascontiguousarray(table[:, 1]),
-        "gpus": np.ascontiguousarray(table[:, 2]),
-        "cpus": np.ascontiguousarray(table[:, 3]),
-        "mem_gb": np.ascontiguousarray(table[:, 4]),
-        "grace": np.ascontiguousarray(table[:, 5]),
-        "gang": gang,
-        "job_class": table[:, 7].astype(np.int64),
-        "member": table[:, 2:5] / gang[:, None],  # the same IEEE divisions as JobSpec.member_demand
-    }
+    floats = np.ascontiguousarray(table[:, :6].T)
+    return _make_columns(
+        tuple(s.job_id for s in specs), floats, table[:, 6].astype(np.int64), table[:, 7].astype(np.int64)
+    )
 
 
-def check_workload(specs: Sequence[JobSpec], capacity: np.ndarray) -> dict[str, Any]:
-    """Check a workload for either engine: job ids are unique and every job fits the cluster (``capacity``,
-    shape (n_nodes, 3)) somewhere. Returns its :func:`workload_columns`. The first offending job (in workload
-    order) is reported, a duplicate id before a job that can never run."""
+def check_workload(specs: Sequence[JobSpec], capacity: np.ndarray) -> JobColumns:
+    """Check a workload (JobSpecs, or a :class:`JobTable`) for either engine: job ids are unique and every
+    job fits the cluster (``capacity``, shape (n_nodes, 3)) somewhere. Returns its :func:`workload_columns`.
+    The first offending job (in workload order) is reported, a duplicate id before a job that can never run."""
     from schedgym.errors import ImpossibleJobError
-    from schedgym.sim.resources import fits_on
 
-    columns = workload_columns(specs)
+    table = JobTable.from_specs(specs)
+    columns = table.columns
     ids, member, gang = columns["job_id"], columns["member"], columns["gang"]
     n = len(ids)
-    duplicate = n
-    if len(set(ids)) != n:  # rare: find the first repeat
-        seen: set[str] = set()
-        for i, job_id in enumerate(ids):
-            if job_id in seen:
-                duplicate = i
-                break
-            seen.add(job_id)
-    impossible = n
-    # Jobs of one shape fit or fail together: test each distinct (demand, gang size) once.
-    keys = list(zip(*member.T.tolist(), gang.tolist(), strict=True)) if n else []
-    ok = {
-        key: key[3] <= len(capacity) and int(fits_on(capacity, np.array(key[:3])).sum()) >= key[3]
-        for key in dict.fromkeys(keys)
-    }
-    if not all(ok.values()):
-        impossible = next(i for i, key in enumerate(keys) if not ok[key])
+    duplicate = table.first_duplicate()
+    impossible = first_unplaceable(member, gang, capacity)
     if duplicate <= impossible and duplicate < n:
         raise ImpossibleJobError(f"Duplicate job_id {ids[duplicate]!r}")
     if impossible < n:
@@ -253,6 +488,44 @@ def check_workload(specs: Sequence[JobSpec], capacity: np.ndarray) -> dict[str, 
             f"offers gpus={top[0]:g}, cpus={top[1]:g}, mem_gb={top[2]:g}"
         )
     return columns
+
+
+def first_unplaceable(member: np.ndarray, gang: np.ndarray, capacity: np.ndarray) -> int:
+    """The index of the first job that no state of the cluster can place: fewer than ``gang`` of its nodes
+    (``capacity``, shape (n_nodes, 3)) fit ``member`` (per-node demands, shape (n_jobs, 3)) by
+    :func:`~schedgym.sim.resources.fits_on`'s test; ``len(member)`` if every job can run."""
+    n = len(member)
+    if n == 0:
+        return 0
+    rows, counts = _node_types(capacity)
+    # Nodes of one type fit or fail together: count the fitting nodes type by type, O(jobs x node types).
+    inverse = None
+    if len(rows) > 16:  # many node types: test each distinct demand once instead
+        member, inverse = np.unique(member, axis=0, return_inverse=True)
+    need = member - EPS  # fits_on's test, element for element
+    fitting = np.zeros(len(member), dtype=np.int64)
+    for row, count in zip(rows, counts, strict=True):
+        fitting += count * (row >= need).all(axis=1)
+    if inverse is not None:
+        fitting = fitting[inverse.reshape(-1)]
+    bad = fitting < gang
+    return int(np.argmax(bad)) if bad.any() else n
+
+
+_NODE_TYPES: dict[bytes, tuple[np.ndarray, list[int]]] = {}
+
+
+def _node_types(capacity: np.ndarray) -> tuple[np.ndarray, list[int]]:
+    """The distinct rows of ``capacity`` and how many nodes have each (cached: a cluster rarely changes)."""
+    capacity = np.ascontiguousarray(capacity, dtype=np.float64).reshape(-1, 3)
+    key = capacity.tobytes()
+    hit = _NODE_TYPES.get(key)
+    if hit is None:
+        rows, counts = np.unique(capacity, axis=0, return_counts=True)
+        if len(_NODE_TYPES) >= 32:
+            _NODE_TYPES.clear()
+        hit = _NODE_TYPES[key] = (rows, counts.tolist())
+    return hit
 
 
 def build_jobs(specs: Sequence[JobSpec], capacity: np.ndarray, member: np.ndarray | None = None) -> list[Job]:

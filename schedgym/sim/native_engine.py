@@ -17,7 +17,7 @@ import numpy as np
 
 from schedgym.errors import IllegalDecisionError
 from schedgym.sim.cluster import ClusterSpec
-from schedgym.sim.job import Job, JobSpec, JobState, build_jobs, check_workload
+from schedgym.sim.job import Job, JobSpec, JobState, JobTable, build_jobs, check_workload
 from schedgym.sim.metrics import RunResult, SegmentTable
 from schedgym.sim.policy import Policy, PreemptionPlan, PreemptionPolicy, PreemptionRequest, QueueDiscipline
 from schedgym.sim.simulator import SimConfig, Simulator
@@ -42,7 +42,8 @@ class NativeSimulator(Simulator):
         preemption: bool = True,
     ) -> None:
         self._set_up(cluster, config, preemption)
-        self._specs = list(jobs)
+        # A JobTable (a Workload's table) is built from its columns: no JobSpec is made unless asked for.
+        self._specs: Sequence[JobSpec] = jobs if isinstance(jobs, JobTable) else list(jobs)
         self._columns = check_workload(self._specs, self.capacity)  # checked and read once
         self._job_list: list[Job] | None = None  # built when first needed: a run of rules never needs them
         self._engine = self._build()

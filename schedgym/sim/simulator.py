@@ -131,7 +131,9 @@ class Simulator:
 
     Args:
         cluster: the nodes.
-        jobs: the workload; job ids must be unique and every job must fit the cluster.
+        jobs: the workload, as JobSpecs or as a :class:`~schedgym.sim.job.JobTable` (``Workload.table``: the
+            native engine is then built from its columns, without a JobSpec per job); job ids must be unique
+            and every job must fit the cluster.
         config: simulator rules.
         preemption: if False, TE jobs are never offered for preemption and :meth:`advance` runs to the end
             in one call (used for the non-preemptive baselines, and faster).

@@ -16,14 +16,15 @@ A :class:`WorkloadSource` is one of three kinds:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
 from schedgym.errors import ConfigError
 from schedgym.sim.cluster import ClusterSpec
+from schedgym.sim.job import JobTable
 from schedgym.workloads.named import SPLITS, TRACE_WORKLOADS
-from schedgym.workloads.synthetic import PRESETS, generate, preset
+from schedgym.workloads.synthetic import PRESETS, SyntheticConfig, generate, preset
 from schedgym.workloads.trace import Workload, load_trace
 
 VALIDATION_SEED0 = 100_000
@@ -127,35 +128,62 @@ class WorkloadSource:
     # ------------------------------------------------------------------ episodes
     def draw(self, rng: np.random.Generator, cluster: ClusterSpec) -> Workload:
         """A fresh synthetic workload from ``rng``."""
-        overrides = {"n_jobs": self.n_jobs} if self.n_jobs is not None else {}
-        return generate(preset(str(self.workload), **overrides), cluster, rng, name=str(self.workload))
+        return generate(self._synthetic_config(), cluster, rng, name=str(self.workload))
+
+    def _synthetic_config(self) -> SyntheticConfig:
+        # Made once per source: an environment draws a workload at every reset.
+        config = self.__dict__.get("_config")
+        if config is None:
+            overrides = {"n_jobs": self.n_jobs} if self.n_jobs is not None else {}
+            config = preset(str(self.workload), **overrides)
+            object.__setattr__(self, "_config", config)
+        return config
 
     def pool(self, split: str) -> Workload:
         """The jobs that trace episodes are cut from: a bundled trace's split, or the whole trace file."""
         _check_split(split)
         if self.kind == "bundled":
-            return TRACE_WORKLOADS[str(self.workload)].split_jobs(split)
+            # Cut once per source and split: an environment cuts an episode from it at every reset.
+            pools = self.__dict__.setdefault("_pools", {})
+            if split not in pools:
+                pools[split] = TRACE_WORKLOADS[str(self.workload)].split_jobs(split)
+            return pools[split]
         if self.kind == "file":
             return self._file()
         raise ConfigError(f"{self.name!r} is synthetic: it has no pool of trace jobs")
 
     def window_at(self, start: int, n: int | None = None, split: str = "train") -> Workload:
         """``n`` consecutive jobs of the pool from index ``start``, shifted to start at time 0."""
-        jobs = self.pool(split).jobs if self.kind == "bundled" else self._file().jobs
-        n = min(n if n is not None else self._window_jobs(), len(jobs))
-        if not (isinstance(start, (int, np.integer)) and not isinstance(start, bool) and 0 <= start <= len(jobs) - n):
-            raise ConfigError(f"Expected window_start in [0, {len(jobs) - n}], got {start!r}")
-        window = sorted(jobs[start : start + n], key=lambda j: j.submit_time)
-        t0 = window[0].submit_time
-        shifted = tuple(replace(j, submit_time=j.submit_time - t0) for j in window)
+        pool = self.pool(split) if self.kind == "bundled" else self._file()
+        size = len(pool)
+        n = min(n if n is not None else self._window_jobs(), size)
+        if not (isinstance(start, (int, np.integer)) and not isinstance(start, bool) and 0 <= start <= size - n):
+            raise ConfigError(f"Expected window_start in [0, {size - n}], got {start!r}")
+        # Cut from the pool's columns: the jobs in submit order (a stable sort, as sorted() is), shifted by
+        # the first submit time (the same float subtraction per job as on JobSpecs).
+        col = pool.table.columns
+        order = start + np.argsort(col["submit"][start : start + n], kind="stable")
+        submit = col["submit"][order]
+        ids = col["job_id"]
+        table = JobTable(
+            job_id=tuple(ids[i] for i in order.tolist()),
+            submit_time=submit - submit[0],
+            duration=col["duration"][order],
+            gpus=col["gpus"][order],
+            cpus=col["cpus"][order],
+            mem_gb=col["mem_gb"][order],
+            gang_size=col["gang"][order],
+            job_class=col["job_class"][order],
+            grace_period=col["grace"][order],
+        )
         base = self.name if self.kind == "file" else f"{self.workload}/{split}"
-        return Workload(shifted, name=f"{base}[{start}:{start + n}]")
+        return Workload.from_table(table, name=f"{base}[{start}:{start + n}]")
 
     def random_window(self, rng: np.random.Generator, split: str = "train") -> Workload:
         """A window of ``n_jobs`` consecutive jobs of the pool, from a start drawn from ``rng``."""
-        jobs = self.pool(split).jobs
-        n = min(self._window_jobs(), len(jobs))
-        return self.window_at(int(rng.integers(0, len(jobs) - n + 1)), n, split)
+        size = len(self.pool(split))
+        n = min(self._window_jobs(), size)
+        return self.window_at(int(rng.integers(0, size - n + 1)), n, split)
 
     def _window_jobs(self) -> int:
         if self.n_jobs is None:

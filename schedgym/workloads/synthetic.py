@@ -15,10 +15,16 @@ How a job is drawn:
   rounded to whole seconds; TE jobs get ``te_grace`` (never used: TE jobs are not preempted).
 Arrivals are a Poisson process whose rate makes the offered GPU load (GPU-seconds per second over cluster
 GPUs) equal ``load`` for the jobs actually drawn.
+
+Every quantity is drawn for all jobs at once, and the jobs stay columns (a
+:class:`~schedgym.sim.job.JobTable`): an environment's reset draws a workload and builds the native engine
+from it without making a JobSpec per job. The draws (which ``Generator`` calls, in which order) define the
+workloads of every seed; changing them changes every published result.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 from typing import Any
@@ -27,7 +33,7 @@ import numpy as np
 
 from schedgym.errors import ConfigError, UnknownNameError
 from schedgym.sim.cluster import ClusterSpec
-from schedgym.sim.job import JobClass, JobSpec
+from schedgym.sim.job import JobClass, JobTable
 from schedgym.workloads.trace import Workload
 
 
@@ -107,19 +113,43 @@ PRESETS: dict[str, SyntheticConfig] = {
 
 
 def _draw(rng: np.random.Generator, dist: tuple[tuple[float, float], ...], size: int) -> np.ndarray:
+    try:
+        values, p = _dist_arrays(dist)
+    except TypeError:  # an unhashable distribution (lists rather than tuples): not cached
+        values, p = _dist_arrays.__wrapped__(dist)
+    return values[rng.choice(len(values), size=size, p=p)]
+
+
+@functools.lru_cache(maxsize=64)
+def _dist_arrays(dist: tuple[tuple[float, float], ...]) -> tuple[np.ndarray, np.ndarray]:
+    """A distribution's values and probabilities as arrays, made once per distribution (they are the same
+    arrays, with the same normalisation, on every draw)."""
     values = np.array([v for v, _ in dist], dtype=np.float64)
     probs = np.array([p for _, p in dist], dtype=np.float64)
-    return values[rng.choice(len(values), size=size, p=probs / probs.sum())]
+    p = probs / probs.sum()
+    values.setflags(write=False)
+    p.setflags(write=False)
+    return values, p
 
 
 def _lognormal(rng: np.random.Generator, median: float, sigma: float, lo: float, hi: float, size: int) -> np.ndarray:
     return np.clip(rng.lognormal(math.log(median), sigma, size=size), lo, hi)
 
 
+@functools.lru_cache(maxsize=8)
+def _job_ids(n: int) -> tuple[str, ...]:
+    """``j0 .. j{n-1}``: one tuple per workload size, shared by every draw (and checked once by JobTable)."""
+    return tuple(f"j{i}" for i in range(n))
+
+
 def generate(
     config: SyntheticConfig, cluster: ClusterSpec, rng: np.random.Generator, name: str = "synthetic"
 ) -> Workload:
-    """Draw one workload. Same config, cluster and generator state give the same jobs."""
+    """Draw one workload. Same config, cluster and generator state give the same jobs.
+
+    The jobs are drawn as columns and stay columns (:meth:`Workload.from_table`): no
+    :class:`~schedgym.sim.job.JobSpec` is made unless someone reads ``workload.jobs``.
+    """
     n = config.n_jobs
     is_te = rng.random(n) < config.te_fraction
     dur = np.where(
@@ -137,22 +167,24 @@ def generate(
     mem = gpus * _draw(rng, config.mem_per_gpu, n)
     grace = np.round(_lognormal(rng, config.grace_median, config.grace_sigma, config.grace_min, config.grace_max, n))
     grace = np.where(is_te, config.te_grace, grace)
-    nodes = np.maximum(1, np.ceil(gpus / config.gpus_per_node)).astype(int)
+    nodes = np.maximum(1, np.ceil(gpus / config.gpus_per_node)).astype(np.int64)
     total_gpus = float(cluster.total[0])
     if total_gpus <= 0:
         raise ConfigError(f"Synthetic workloads need a cluster with GPUs; {cluster.name!r} has none")
     rate = config.load * total_gpus / float((gpus * dur).mean())  # jobs per second
     submit = np.round(np.cumsum(rng.exponential(1.0 / rate, size=n)), 3)
-    # Whole columns as Python scalars (reading numpy scalars one by one costs more than the JobSpecs).
-    te, be = JobClass.TE, JobClass.BE
-    columns = zip(
-        submit.tolist(), dur.tolist(), gpus.tolist(), cpus.tolist(), mem.tolist(), nodes.tolist(),
-        is_te.tolist(), grace.tolist(), strict=True,
-    )  # fmt: skip
-    jobs = tuple(
-        JobSpec(f"j{i}", s, d, g, c, m, k, te if t else be, gr) for i, (s, d, g, c, m, k, t, gr) in enumerate(columns)
+    table = JobTable(
+        job_id=_job_ids(n),
+        submit_time=submit,
+        duration=dur,
+        gpus=gpus,
+        cpus=cpus,
+        mem_gb=mem,
+        gang_size=nodes,
+        job_class=np.where(is_te, int(JobClass.TE), int(JobClass.BE)),
+        grace_period=grace,
     )
-    return Workload(jobs, name=name)
+    return Workload.from_table(table, name=name)
 
 
 def preset(name: str, **overrides: Any) -> SyntheticConfig:

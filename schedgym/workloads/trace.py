@@ -27,17 +27,17 @@ import csv
 import gzip
 import io
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
 from schedgym._csvio import read_text
 from schedgym.errors import ConfigError, TraceError
 from schedgym.sim.cluster import ClusterSpec
-from schedgym.sim.job import DEFAULT_GRACE_PERIOD, JobClass, JobSpec
+from schedgym.sim.job import DEFAULT_GRACE_PERIOD, JobClass, JobSpec, JobTable, first_unplaceable
 from schedgym.sim.resources import EPS, fits_on
 
 REQUIRED_COLUMNS = ("job_id", "submit_time", "duration", "gpus", "class")
@@ -52,6 +52,9 @@ class Workload:
     Construction checks that ``jobs`` holds :class:`JobSpec` objects with unique ids, and that ``lines`` and
     ``measured`` (if given) have one entry per job; lists are stored as tuples. Each job has checked its own
     fields when it was built, so a workload built through the Python API obeys the trace reader's rules.
+
+    A workload can also hold its jobs as columns (:meth:`from_table`, what the synthetic generator makes):
+    then ``jobs`` is made when first read, and the simulators, which take :attr:`table`, never need it.
     """
 
     jobs: tuple[JobSpec, ...]
@@ -74,14 +77,64 @@ class Workload:
                 )
         ids = {job.job_id for job in jobs}
         if len(ids) != len(jobs):
-            seen: dict[str, int] = {}
-            for i, job in enumerate(jobs):
-                if job.job_id in seen:
-                    raise ConfigError(
-                        f"Workload {self.name!r}: expected unique job ids, got {job.job_id!r} "
-                        f"at positions {seen[job.job_id]} and {i}"
-                    )
-                seen[job.job_id] = i
+            self._duplicate_error([job.job_id for job in jobs])
+        self._check_per_job()
+
+    @classmethod
+    def from_table(
+        cls,
+        table: JobTable,
+        name: str = "workload",
+        path: str | None = None,
+        lines: tuple[int, ...] | None = None,
+        measured: tuple[bool, ...] | None = None,
+    ) -> Workload:
+        """The workload of a :class:`~schedgym.sim.job.JobTable`, checked as the constructor checks (unique
+        ids, one line and one measured flag per job); its JobSpecs are made only if :attr:`jobs` is read."""
+        if not isinstance(table, JobTable):
+            raise ConfigError(f"Expected a JobTable, got {type(table).__name__}")
+        wl = cls.__new__(cls)
+        for field, value in (("name", name), ("path", path), ("lines", lines), ("measured", measured)):
+            object.__setattr__(wl, field, value)
+        object.__setattr__(wl, "_table", table)
+        if table.first_duplicate() < len(table):
+            wl._duplicate_error(table.job_ids)
+        wl._check_per_job()
+        return wl
+
+    if not TYPE_CHECKING:  # hidden from the type checker, which would otherwise accept any attribute name
+
+        def __getattr__(self, name: str) -> Any:
+            # Called only for attributes not set: the jobs of a workload made from a table, on first reading.
+            if name == "jobs":
+                table = self.__dict__.get("_table")
+                if table is not None:
+                    jobs = table.specs
+                    object.__setattr__(self, "jobs", jobs)
+                    return jobs
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @property
+    def table(self) -> JobTable:
+        """The jobs as a :class:`~schedgym.sim.job.JobTable` (columns), what the simulators are built from."""
+        table = self.__dict__.get("_table")
+        if table is None:
+            table = JobTable.from_specs(self.jobs)
+            object.__setattr__(self, "_table", table)
+        return table
+
+    def _duplicate_error(self, ids: Sequence[str]) -> NoReturn:
+        seen: dict[str, int] = {}
+        for i, job_id in enumerate(ids):
+            if job_id in seen:
+                raise ConfigError(
+                    f"Workload {self.name!r}: expected unique job ids, got {job_id!r} "
+                    f"at positions {seen[job_id]} and {i}"
+                )
+            seen[job_id] = i
+        raise AssertionError("no duplicate id")  # pragma: no cover
+
+    def _check_per_job(self) -> None:
         if self.lines is not None:
             object.__setattr__(self, "lines", self._per_job("lines", self.lines, int, (int, np.integer)))
         if self.measured is not None:
@@ -93,10 +146,9 @@ class Workload:
             raise ConfigError(
                 f"Workload {self.name!r}: expected {field} to be None or a tuple, got {type(values).__name__}"
             )
-        if len(values) != len(self.jobs):
+        if len(values) != len(self):
             raise ConfigError(
-                f"Workload {self.name!r}: expected {field} to have one entry per job ({len(self.jobs)}), "
-                f"got {len(values)}"
+                f"Workload {self.name!r}: expected {field} to have one entry per job ({len(self)}), got {len(values)}"
             )
         for v in values:
             if not isinstance(v, accepted) or (kind is int and isinstance(v, bool)):
@@ -106,42 +158,45 @@ class Workload:
         return tuple(kind(v) for v in values)
 
     def __len__(self) -> int:
-        return len(self.jobs)
+        jobs = self.__dict__.get("jobs")
+        return len(jobs) if jobs is not None else len(self.__dict__["_table"])
 
     def check_fits(self, cluster: ClusterSpec) -> None:
         """Raise a :class:`TraceError` for the first job that can never run on ``cluster``."""
         cap = cluster.capacity
-        for i, job in enumerate(self.jobs):
-            member = np.array(job.member_demand)
-            fits = fits_on(cap, member)
-            if int(fits.sum()) >= job.gang_size:
-                continue
-            line = self.lines[i] if self.lines else None
-            where: dict[str, Any] = dict(path=self.path, line=line) if self.path else dict(line=line)
-            if job.gang_size > cluster.n_nodes:
-                raise TraceError(
-                    f"job {job.job_id!r} needs {job.gang_size} nodes "
-                    f"but cluster {cluster.name!r} has {cluster.n_nodes}",
-                    column="nodes",
-                    value=job.gang_size,
-                    **where,
-                )
-            for r, col in enumerate(("gpus", "cpus", "mem_gb")):
-                if member[r] > cap[:, r].max() + EPS:
-                    raise TraceError(
-                        f"job {job.job_id!r} is larger than every node of cluster {cluster.name!r} "
-                        f"({col} per node: needs {member[r]:g}, largest node has {cap[:, r].max():g})",
-                        column=col,
-                        value=getattr(job, col),
-                        **where,
-                    )
+        table = self.table
+        columns = table.columns
+        i = first_unplaceable(columns["member"], columns["gang"], cap)
+        if i == len(table):
+            return
+        job = table[i]
+        member = np.array(job.member_demand)
+        fits = fits_on(cap, member)
+        line = self.lines[i] if self.lines else None
+        where: dict[str, Any] = dict(path=self.path, line=line) if self.path else dict(line=line)
+        if job.gang_size > cluster.n_nodes:
             raise TraceError(
-                f"job {job.job_id!r} needs {job.gang_size} nodes that each offer {member.tolist()}, "
-                f"and cluster {cluster.name!r} has only {int(fits.sum())}",
+                f"job {job.job_id!r} needs {job.gang_size} nodes but cluster {cluster.name!r} has {cluster.n_nodes}",
                 column="nodes",
                 value=job.gang_size,
                 **where,
             )
+        for r, col in enumerate(("gpus", "cpus", "mem_gb")):
+            if member[r] > cap[:, r].max() + EPS:
+                raise TraceError(
+                    f"job {job.job_id!r} is larger than every node of cluster {cluster.name!r} "
+                    f"({col} per node: needs {member[r]:g}, largest node has {cap[:, r].max():g})",
+                    column=col,
+                    value=getattr(job, col),
+                    **where,
+                )
+        raise TraceError(
+            f"job {job.job_id!r} needs {job.gang_size} nodes that each offer {member.tolist()}, "
+            f"and cluster {cluster.name!r} has only {int(fits.sum())}",
+            column="nodes",
+            value=job.gang_size,
+            **where,
+        )
 
 
 def _number(raw: str | None, *, path: str, line: int, column: str, minimum: float, strict: bool = False) -> float:
