@@ -18,21 +18,25 @@ import re
 import zlib
 from collections.abc import Iterator, Sequence
 
+from schedgym import limits
 from schedgym.errors import TraceError
-from schedgym.limits import MAX_FIELD_CHARS, MAX_ROWS, MAX_TEXT_BYTES
+from schedgym.limits import MAX_FIELD_CHARS
 
 csv.field_size_limit(MAX_FIELD_CHARS)  # the default already; set so that the documented limit is the one in force
 
 _CHUNK = 1 << 20
 
 
-def read_text(path: str, what: str, max_bytes: int = MAX_TEXT_BYTES) -> str:
+def read_text(path: str, what: str, max_bytes: int | None = None) -> str:
     """The file's text as UTF-8 (a byte-order mark, as spreadsheets write, is accepted and skipped); a
-    ``.gz`` file is decompressed first, as a stream that stops at ``max_bytes``.
+    ``.gz`` file is decompressed first, as a stream that stops at ``max_bytes`` (default
+    :data:`~schedgym.limits.MAX_TEXT_BYTES`).
 
     Raises :class:`TraceError` naming the file (and the line of the first undecodable byte) instead of an
     OSError, a decompression error, a UnicodeDecodeError or a MemoryError.
     """
+    if max_bytes is None:
+        max_bytes = limits.MAX_TEXT_BYTES
     try:
         if path.endswith(".gz"):
             with gzip.open(path, "rb") as gz:
@@ -178,10 +182,11 @@ class CsvRows:
         *,
         required: Sequence[str],
         optional: Sequence[str] = (),
-        max_rows: int = MAX_ROWS,
+        max_rows: int | None = None,
         limit_name: str = "MAX_ROWS",
     ):
-        self.path, self.what, self.max_rows, self.limit_name = path, what, max_rows, limit_name
+        self.path, self.what, self.limit_name = path, what, limit_name
+        self.max_rows = limits.MAX_ROWS if max_rows is None else max_rows
         self._reader = csv.reader(io.StringIO(read_text(path, what), newline=""))
         try:
             first = next(self._reader, None)

@@ -47,9 +47,10 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from schedgym import limits
 from schedgym._csvio import number_problem, read_text
 from schedgym.errors import ConfigError, TraceError
-from schedgym.limits import MAX_ROWS, MAX_TIME
+from schedgym.limits import MAX_TIME
 from schedgym.sim.job import JobClass, JobSpec
 from schedgym.workloads.convert._rules import check_nonnegative, check_times, check_window, finish, out_of_limits
 from schedgym.workloads.convert.report import ConversionReport
@@ -160,9 +161,9 @@ def convert_swf(path: str | Path, rules: SwfRules | None = None) -> tuple[Worklo
         if not stripped or stripped.startswith(";"):
             continue
         report.rows += 1
-        if report.rows > MAX_ROWS:
-            raise TraceError(f"more than {MAX_ROWS:,} jobs (schedgym.limits.MAX_ROWS); split the file", path=path,
-                             line=line)  # fmt: skip
+        if report.rows > limits.MAX_ROWS:
+            problem = f"more than {limits.MAX_ROWS:,} jobs (schedgym.limits.MAX_ROWS); split the file"
+            raise TraceError(problem, path=path, line=line)
         f = _parse_line(stripped, path, line)
         number, submit, run, alloc, used_mem, req_procs, req_time, req_mem, status = (
             int(f[0]), f[1], f[3], f[4], f[6], f[7], f[8], f[9], f[10])  # fmt: skip
