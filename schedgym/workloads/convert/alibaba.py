@@ -31,7 +31,9 @@ deletion_time, scheduled_time`` (times in seconds from the start of the trace). 
 Errors: a broken *file* raises :class:`TraceError` naming file, line, column and value (a missing column, a
 row with the wrong number of fields, a non-numeric value in a numeric column). A well-formed but unusable
 *row* (an empty required value, a non-positive duration, an inconsistent GPU request, an unknown ``qos``, a
-duplicate name, ...) is dropped and counted with its reason in the :class:`ConversionReport`. With a cluster
+duplicate name, a time < 0 or > 1e10 s, a value beyond :mod:`schedgym.limits`, ...) is dropped and counted
+with its reason in the :class:`ConversionReport`, so the output always loads with the trace reader. Numbers
+are ASCII decimal; the header may hold only the columns above. With a cluster
 given, :func:`convert_alibaba2023` also drops (and counts) the pods that fit no single node of it.
 
 Data notes (2023 file): ``pod_phase`` is the last phase recorded before deletion, and every pod has a

@@ -37,8 +37,10 @@ comments and blank lines are skipped; ``-1`` (any negative value) means "missing
 - ``job_id`` = ``swf-<job number>``.
 
 Errors: a broken *file* raises :class:`TraceError` naming file, line, field and value: a line without 18
-fields, a field that is not a number, a non-integer job number. A well-formed but unusable *line* is dropped
-and counted with its reason in the :class:`ConversionReport`.
+fields, a field that is not an ASCII decimal number, a non-integer job number. A well-formed but unusable
+*line* is dropped and counted with its reason in the :class:`ConversionReport`, and so is a job beyond
+:mod:`schedgym.limits` (a submit time over 1e10 s, a run time under 1 ms or over 1e10 s, an amount over
+1e6), so the output always loads with the trace reader.
 """
 
 from __future__ import annotations
