@@ -654,3 +654,30 @@ def test_dot_labels_stay_inside_the_log_dir():
     from schedgym.cli import log_folders
 
     assert log_folders(["..", ".", ".hidden", "é"]) == {"..": "_..", ".": "_.", ".hidden": "_.hidden", "é": "_"}
+
+
+def test_cluster_limits_in_the_python_api():
+    from schedgym.errors import ConfigError
+    from schedgym.sim.cluster import ClusterSpec
+
+    with pytest.raises(ConfigError, match="MAX_NODES"):
+        ClusterSpec.homogeneous(10**8, 8, 64, 512)  # refused before a node is built
+    with pytest.raises(ConfigError, match="MAX_AMOUNT"):
+        ClusterSpec.homogeneous(2, 1e7, 64, 512)
+
+
+def test_failed_training_leaves_no_empty_run_folder(tmp_path, monkeypatch, capsys):
+    import agents.train
+
+    def fail(*args, **kwargs):
+        raise SchedGymError("stopped before writing anything")
+
+    monkeypatch.setattr(agents.train, "_train", fail)
+    runs = tmp_path / "deep" / "runs"
+    line = cli_error(capsys, "train", "--run-dir", str(runs), "--total-timesteps", "64", "--no-progress")
+    assert "stopped before writing anything" in line
+    assert files_in(tmp_path) == []  # runs/<run> and the folders created for it are gone
+    (tmp_path / "keep").mkdir()
+    (tmp_path / "keep" / "f").write_text("x")
+    cli_error(capsys, "train", "--run-dir", str(tmp_path / "keep"), "--total-timesteps", "64", "--no-progress")
+    assert files_in(tmp_path / "keep") == ["f"]  # a folder that existed before is left as it was

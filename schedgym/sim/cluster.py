@@ -29,6 +29,9 @@ def _amount(owner: str, field: str, value: object) -> float:
         raise ConfigError(f"{owner}: expected {field} >= 0 (finite), got {v!r}")
     if v < 0:
         raise ConfigError(f"{owner}: expected {field} >= 0, got {v!r}")
+    problem = check_amount(v)
+    if problem is not None:
+        raise ConfigError(f"{owner}: {field} {problem}, got {v!r}")
     return v
 
 
@@ -37,7 +40,8 @@ class NodeSpec:
     """One machine. Amounts are floats so that fractional GPUs can be modelled.
 
     Construction checks the fields (a :class:`~schedgym.errors.ConfigError` names node, field and value):
-    ``name`` a non-empty string; ``gpus``, ``cpus`` and ``mem_gb`` finite numbers >= 0, not all 0, stored as
+    ``name`` a non-empty string; ``gpus``, ``cpus`` and ``mem_gb`` numbers from 0 to
+    :data:`~schedgym.limits.MAX_AMOUNT`, not all 0, stored as
     Python floats (ints and numpy scalars are converted; booleans and strings are rejected).
     """
 
@@ -66,7 +70,7 @@ class ClusterSpec:
     """An ordered set of nodes (homogeneous or not).
 
     ``nodes`` may be given as any sequence of :class:`NodeSpec` (stored as a tuple); there must be at least
-    one, with unique names. ``name`` is a non-empty string.
+    one and at most :data:`~schedgym.limits.MAX_NODES`, with unique names. ``name`` is a non-empty string.
     """
 
     nodes: tuple[NodeSpec, ...]
@@ -83,6 +87,8 @@ class ClusterSpec:
             raise ConfigError(f"Expected cluster name to be a non-empty string, got {self.name!r}")
         if not nodes:
             raise ConfigError("Expected a cluster with at least one node, got 0 nodes")
+        if len(nodes) > MAX_NODES:
+            raise ConfigError(f"Expected at most {MAX_NODES:,} nodes (schedgym.limits.MAX_NODES), got {len(nodes):,}")
         for i, n in enumerate(nodes):
             if not isinstance(n, NodeSpec):
                 raise ConfigError(f"Expected cluster node {i} to be a NodeSpec, got {type(n).__name__} {n!r}")
@@ -96,6 +102,8 @@ class ClusterSpec:
         """``n_nodes`` identical nodes named ``node0``, ``node1``, ..."""
         if isinstance(n_nodes, (bool, np.bool_)) or not isinstance(n_nodes, numbers.Integral) or n_nodes <= 0:
             raise ConfigError(f"Expected n_nodes > 0 (an integer), got {n_nodes!r}")
+        if n_nodes > MAX_NODES:
+            raise ConfigError(f"Expected at most {MAX_NODES:,} nodes (schedgym.limits.MAX_NODES), got {n_nodes!r}")
         return cls(tuple(NodeSpec(f"node{i}", gpus, cpus, mem_gb) for i in range(int(n_nodes))), name=name)
 
     @property
