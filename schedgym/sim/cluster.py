@@ -29,9 +29,6 @@ def _amount(owner: str, field: str, value: object) -> float:
         raise ConfigError(f"{owner}: expected {field} >= 0 (finite), got {v!r}")
     if v < 0:
         raise ConfigError(f"{owner}: expected {field} >= 0, got {v!r}")
-    problem = check_amount(v)
-    if problem is not None:
-        raise ConfigError(f"{owner}: {field} {problem}, got {v!r}")
     return v
 
 
@@ -40,8 +37,7 @@ class NodeSpec:
     """One machine. Amounts are floats so that fractional GPUs can be modelled.
 
     Construction checks the fields (a :class:`~schedgym.errors.ConfigError` names node, field and value):
-    ``name`` a non-empty string; ``gpus``, ``cpus`` and ``mem_gb`` numbers from 0 to
-    :data:`~schedgym.limits.MAX_AMOUNT`, not all 0, stored as
+    ``name`` a non-empty string; ``gpus``, ``cpus`` and ``mem_gb`` finite numbers >= 0, not all 0, stored as
     Python floats (ints and numpy scalars are converted; booleans and strings are rejected).
     """
 
