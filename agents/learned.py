@@ -10,10 +10,18 @@ A saved agent is ``NAME.zip`` (the stable-baselines3 model) plus ``NAME.json`` b
 environment id and configuration, training configuration). :func:`load_agent` evaluates it with a numpy
 forward pass (:mod:`agents.inference`), so evaluation needs neither torch nor stable-baselines3; those are
 the ``rl`` extra, for training.
+
+Safety: a stable-baselines3 ``.zip`` holds pickles, and SB3's ``load()`` (used by training, and by anyone who
+loads the file with SB3 or torch) unpickles them, which can run any code the file's author chose: load only
+model files you trust. The numpy reader used here loads weights only, through an unpickler that refuses every
+object but a tensor, so evaluating a file runs no code from it. The ``.json`` beside a model may name only a
+registered ``schedgym/`` environment (nothing is imported by name), and the bundled agent is checked against
+the SHA-256 sums in :data:`BUNDLED_SHA256` before it is loaded.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any, Protocol
@@ -26,6 +34,13 @@ from schedgym.sim.policy import DECLINE, Policy, PreemptionPlan, PreemptionReque
 
 BUNDLED_DIR = Path(__file__).resolve().parent / "bundled"
 BUNDLED = {"ppo": BUNDLED_DIR / "ppo_paper.zip"}
+# The bundled files' SHA-256 sums, checked before the bundled agent is loaded: a file changed after the
+# release (by accident or not) is refused. Replacing the bundled agent means updating these.
+BUNDLED_SHA256 = {
+    "ppo_paper.zip": "fb2c2b9d3a812dc958908c45e5ac93e2f82ed36a493f0eae99770a5894ba7c01",
+    "ppo_paper.json": "f6acba447e32e5a94129fb70cca56fcce30d51194029f9d9c6797e7461b9b3b7",
+}
+MAX_META_BYTES = 1 << 20  # a saved agent's .json is a few kB
 
 # algorithm name -> (module, class, reads action masks)
 ALGOS: dict[str, tuple[str, str, bool]] = {
@@ -186,24 +201,76 @@ def describe(meta_path: Path) -> tuple[str, Any]:
     from schedgym.envs import EnvConfig
 
     try:
-        meta = json.loads(meta_path.read_text())
-        algo, env_id, env_kwargs = meta["algo"], meta["env_id"], dict(meta.get("env_kwargs", {}))
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        if meta_path.stat().st_size > MAX_META_BYTES:
+            raise SchedGymError(f"{meta_path}: more than {MAX_META_BYTES:,} bytes, not a schedgym agent description")
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
         raise SchedGymError(f"{meta_path}: not a schedgym agent description ({exc})") from None
+    if not isinstance(meta, dict):
+        raise SchedGymError(
+            f"{meta_path}: not a schedgym agent description (a JSON {type(meta).__name__}, not an object)"
+        )
+    algo, env_id, env_kwargs = meta.get("algo"), meta.get("env_id"), meta.get("env_kwargs", {})
+    for key, value, kind in (("algo", algo, str), ("env_id", env_id, str), ("env_kwargs", env_kwargs, dict)):
+        if not isinstance(value, kind):
+            raise SchedGymError(
+                f"{meta_path}: not a schedgym agent description (expected {key!r} to be a JSON "
+                f"{'string' if kind is str else 'object'}, got {value!r})"
+            )
     if algo not in ALGOS:
         raise SchedGymError(f"{meta_path}: unknown algorithm {algo!r}; expected one of {sorted(ALGOS)}")
     if env_id not in gym.registry or not str(env_id).startswith("schedgym/"):
         raise SchedGymError(f"{meta_path}: unknown environment {env_id!r}; expected a schedgym/ id")
     try:
         config = EnvConfig(**{**gym.spec(env_id).kwargs, **env_kwargs})
-    except (SchedGymError, TypeError) as exc:
+    except (SchedGymError, TypeError, ValueError) as exc:
         raise SchedGymError(f"{meta_path}: bad env_kwargs ({exc})") from None
     return algo, config
 
 
+def sha256_of(path: Path) -> str:
+    """The SHA-256 of the file at ``path``, in hex."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def verify_bundled(name: str = "ppo") -> None:
+    """Check a bundled agent's ``.zip`` and ``.json`` against the SHA-256 sums recorded in
+    :data:`BUNDLED_SHA256`; raise :class:`SchedGymError` on a missing or changed file."""
+    zip_path = BUNDLED[name]
+    for path in (zip_path, zip_path.with_suffix(".json")):
+        expected = BUNDLED_SHA256[path.name]
+        try:
+            actual = sha256_of(path)
+        except OSError as exc:
+            raise SchedGymError(
+                f"the bundled agent {name!r} is missing {path} ({exc.strerror}); reinstall schedgym"
+            ) from None
+        if actual != expected:
+            raise SchedGymError(
+                f"the bundled agent {name!r} does not match its recorded checksum: {path} has SHA-256 {actual}, "
+                f"expected {expected} (agents/learned.py BUNDLED_SHA256); reinstall schedgym"
+            )
+
+
 def bundled_agent(name: str = "ppo") -> LearnedPolicy:
-    """Registry factory of a bundled agent."""
+    """Registry factory of a bundled agent, verified against its recorded SHA-256 sums first."""
+    verify_bundled(name)
     return load_agent(BUNDLED[name], name=name)
 
 
-__all__ = ["ALGOS", "BUNDLED", "LearnedPolicy", "Network", "SB3Network", "algo_class", "bundled_agent", "load_agent"]
+__all__ = [
+    "ALGOS",
+    "BUNDLED",
+    "BUNDLED_SHA256",
+    "LearnedPolicy",
+    "Network",
+    "SB3Network",
+    "algo_class",
+    "bundled_agent",
+    "load_agent",
+    "verify_bundled",
+]

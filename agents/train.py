@@ -23,10 +23,14 @@ from typing import Any
 import numpy as np
 
 from agents.learned import ALGOS, LearnedPolicy, SB3Network, algo_class, load_agent
+from schedgym._atomic import atomic_open
 from schedgym._fielddocs import field_docs
-from schedgym.errors import ConfigError
+from schedgym.errors import ConfigError, SchedGymError
+from schedgym.limits import MAX_SEED
 
 MAX_EVAL_WORKLOADS = 100
+MAX_N_ENVS = 256
+"""training environments (one process each) and torch threads at most"""
 
 
 @dataclass
@@ -99,11 +103,18 @@ class TrainConfig:
 
         import schedgym  # noqa: F401  (registers the ids)
 
-        if self.env_id not in gym.registry:
+        if self.env_id not in gym.registry or not self.env_id.startswith("schedgym/"):
             ids = sorted(i for i in gym.registry if i.startswith("schedgym/"))
             raise ConfigError(f"Unknown env_id {self.env_id!r}; schedgym registers {ids}")
-        if not isinstance(self.env_kwargs, dict):
-            raise ConfigError(f"Expected env_kwargs to be a dict, got {self.env_kwargs!r}")
+        check_env_kwargs(self.env_id, self.env_kwargs)
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or not 0 <= self.seed <= MAX_SEED:
+            raise ConfigError(f"Expected seed from 0 to {MAX_SEED} (numpy's and torch's range), got {self.seed!r}")
+        if self.n_envs > MAX_N_ENVS:
+            raise ConfigError(f"Expected n_envs <= {MAX_N_ENVS} (one process each), got {self.n_envs}")
+        if self.torch_threads > MAX_N_ENVS:
+            raise ConfigError(f"Expected torch_threads <= {MAX_N_ENVS}, got {self.torch_threads}")
+        if not isinstance(self.run_dir, str) or not self.run_dir.strip():
+            raise ConfigError(f"Expected run_dir to name a directory, got {self.run_dir!r}")
         if not self.net_arch or any(int(h) <= 0 for h in self.net_arch):
             raise ConfigError(f"Expected positive layer sizes in net_arch, got {self.net_arch!r}")
         if self.n_eval_workloads > MAX_EVAL_WORKLOADS:
@@ -113,6 +124,37 @@ class TrainConfig:
     def run_name(self) -> str:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         return f"{self.env_id.replace('/', '_')}__{self.algo}__{self.seed}__{stamp}"
+
+
+def check_env_kwargs(env_id: str, env_kwargs: object) -> None:
+    """Check ``env_kwargs`` for training in this process, with one message, so that a bad value never
+    reaches a worker process (where it would surface as a worker's EOFError): every key an
+    :class:`~schedgym.envs.EnvConfig` field or ``max_episode_steps`` (an integer >= 1); the configuration
+    valid; no ``render_mode`` (training renders nothing, and ``"human"`` would open a window per worker)."""
+    import dataclasses
+    import difflib
+
+    from schedgym.envs import EnvConfig
+
+    if not isinstance(env_kwargs, dict):
+        raise ConfigError(f"Expected env_kwargs to be a JSON object (a dict), got {env_kwargs!r}")
+    known = [f.name for f in dataclasses.fields(EnvConfig)] + ["max_episode_steps"]
+    for key in env_kwargs:
+        if key == "render_mode":
+            raise ConfigError("env_kwargs: render_mode is not an option of training (nothing is rendered)")
+        if key not in known:
+            close = difflib.get_close_matches(str(key), known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"env_kwargs: unknown option {key!r}{hint}; expected one of {sorted(known)}")
+    steps = env_kwargs.get("max_episode_steps")
+    if steps is not None and (not isinstance(steps, int) or isinstance(steps, bool) or not 1 <= steps <= 2**31 - 1):
+        raise ConfigError(f"env_kwargs: expected max_episode_steps from 1 to {2**31 - 1}, got {steps!r}")
+    try:
+        env_config(env_id, {k: v for k, v in env_kwargs.items() if k != "max_episode_steps"})
+    except ConfigError:
+        raise
+    except (SchedGymError, TypeError, ValueError) as exc:
+        raise ConfigError(f"env_kwargs: {exc}") from None
 
 
 def env_config(env_id: str, env_kwargs: dict[str, Any]) -> Any:
@@ -180,23 +222,52 @@ def evaluate(
 def train(config: TrainConfig) -> Path:
     """Train, evaluate periodically, keep the best checkpoint, save the final model; return the run dir."""
     import gymnasium as gym
+
+    import schedgym  # noqa: F401
+
+    maskable = ALGOS[config.algo][2]
+    # Configuration errors must surface here, as one clear message, not inside a worker process.
+    try:
+        gym.make(config.env_id, **config.env_kwargs).close()
+    except SchedGymError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"env_kwargs: {exc}") from None
+    run_dir = Path(config.run_dir) / config.run_name
+    created = run_dir  # the outermost folder this run creates
+    while not created.parent.exists() and created.parent != created:
+        created = created.parent
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the run directory {run_dir}: {exc.strerror}") from None
+    try:
+        return _train(config, run_dir, maskable)
+    except BaseException:
+        _remove_empty_dirs(created)  # a run that failed before writing anything leaves no empty folder
+        raise
+
+
+def _remove_empty_dirs(top: Path) -> None:
+    """Remove ``top`` and its subfolders, deepest first, as long as they hold no file."""
+    import contextlib
+    import os
+
+    for root, _dirs, _files in os.walk(top, topdown=False):
+        with contextlib.suppress(OSError):  # not empty: left alone
+            os.rmdir(root)
+
+
+def _train(config: TrainConfig, run_dir: Path, maskable: bool) -> Path:
+    """The body of :func:`train`, once the run directory exists."""
+    import gymnasium as gym
+    import torch
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.monitor import Monitor
     from stable_baselines3.common.utils import set_random_seed
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecNormalize
 
-    import schedgym  # noqa: F401
     from schedgym.envs.wrappers import IllegalActionAsWait
-
-    maskable = ALGOS[config.algo][2]
-    # Configuration errors must surface here, as one clear message, not inside a worker process.
-    gym.make(config.env_id, **config.env_kwargs).close()
-    run_dir = Path(config.run_dir) / config.run_name
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"cannot create the run directory {run_dir}: {exc.strerror}") from None
-    import torch
 
     torch.set_num_threads(config.torch_threads)
     set_random_seed(config.seed)
@@ -301,7 +372,9 @@ def _write_meta(path: Path, config: TrainConfig, extra: dict[str, Any]) -> None:
         "validation_workloads": config.n_eval_workloads,
         **extra,
     }
-    path.write_text(json.dumps(meta, indent=2, default=list) + "\n")
+    text = json.dumps(meta, indent=2, default=list, allow_nan=False) + "\n"
+    with atomic_open(path) as fh:
+        fh.write(text)
 
 
 def load(path: str | Path) -> LearnedPolicy:

@@ -1,29 +1,74 @@
-"""Reading user CSV files with errors that say where the problem is."""
+"""Reading user files with errors that say where the problem is, within :mod:`schedgym.limits`.
+
+Every reader of a user file (trace, cluster, converters) goes through here: the text is read with a size cap
+(a ``.gz`` file is decompressed as a stream, stopped at the cap), CSV rows come from :class:`CsvRows`
+(header checked as a set, row count capped, ``csv.Error`` turned into a :class:`TraceError` with file and
+line), and numbers are read by :func:`parse_number`, which accepts ASCII decimal notation only.
+"""
 
 from __future__ import annotations
 
+import csv
+import difflib
 import gzip
+import io
+import math
+import os
+import re
+import zlib
+from collections.abc import Iterator, Sequence
 
+from schedgym import limits
 from schedgym.errors import TraceError
+from schedgym.limits import MAX_FIELD_CHARS
+
+csv.field_size_limit(MAX_FIELD_CHARS)  # the default already; set so that the documented limit is the one in force
+
+_CHUNK = 1 << 20
 
 
-def read_text(path: str, what: str) -> str:
+def read_text(path: str, what: str, max_bytes: int | None = None) -> str:
     """The file's text as UTF-8 (a byte-order mark, as spreadsheets write, is accepted and skipped); a
-    ``.gz`` file is decompressed first.
+    ``.gz`` file is decompressed first, as a stream that stops at ``max_bytes`` (default
+    :data:`~schedgym.limits.MAX_TEXT_BYTES`).
 
     Raises :class:`TraceError` naming the file (and the line of the first undecodable byte) instead of an
-    OSError or UnicodeDecodeError.
+    OSError, a decompression error, a UnicodeDecodeError or a MemoryError.
     """
+    if max_bytes is None:
+        max_bytes = limits.MAX_TEXT_BYTES
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
+        if path.endswith(".gz"):
+            with gzip.open(path, "rb") as gz:
+                parts: list[bytes] = []
+                size = 0
+                while chunk := gz.read(_CHUNK):
+                    size += len(chunk)
+                    if size > max_bytes:
+                        raise TraceError(
+                            f"{what} decompresses to more than {max_bytes:,} bytes (schedgym.limits.MAX_TEXT_BYTES)",
+                            path=path,
+                        )
+                    parts.append(chunk)
+                data = b"".join(parts)
+        else:
+            with open(path, "rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                if size > max_bytes:
+                    raise TraceError(
+                        f"{what} is {size:,} bytes, more than {max_bytes:,} (schedgym.limits.MAX_TEXT_BYTES)",
+                        path=path,
+                    )
+                data = fh.read(max_bytes + 1)
+                if len(data) > max_bytes:  # a file that grew, or a device without a size
+                    raise TraceError(f"{what} is more than {max_bytes:,} bytes (schedgym.limits.MAX_TEXT_BYTES)",
+                                     path=path)  # fmt: skip
+    except (gzip.BadGzipFile, zlib.error, EOFError) as exc:
+        raise TraceError(f"cannot decompress {what}: {exc or type(exc).__name__}", path=path) from None
+    except IsADirectoryError:
+        raise TraceError(f"cannot open {what}: it is a directory", path=path) from None
     except OSError as exc:
-        raise TraceError(f"cannot open {what}: {exc.strerror}", path=path) from None
-    if path.endswith(".gz"):
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as exc:
-            raise TraceError(f"cannot decompress {what}: {exc}", path=path) from None
+        raise TraceError(f"cannot open {what}: {exc.strerror or exc}", path=path) from None
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -33,3 +78,145 @@ def read_text(path: str, what: str) -> str:
             path=path,
             line=line,
         ) from None
+
+
+# ASCII decimal notation only: Python's float() and int() also take other scripts' digits ('١٢', '１０'),
+# underscores ('1_0'), 'inf', 'nan' and 'infinity', none of which a trace means as a number.
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
+_INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_NON_FINITE = re.compile(r"[+-]?(?:inf|infinity|nan)", re.ASCII | re.IGNORECASE)
+_BLANK = " \t"
+
+
+def number_problem(raw: str) -> str | None:
+    """Why ``raw`` (surrounding spaces allowed) is not a finite ASCII decimal number, or None."""
+    text = raw.strip(_BLANK)
+    if _DECIMAL.fullmatch(text) is None:
+        if _NON_FINITE.fullmatch(text):
+            return "expected a finite number"
+        return "expected a number (ASCII decimal digits, e.g. 12 or 1.5e3)"
+    if not math.isfinite(float(text)):
+        return "expected a finite number (this one overflows a float64)"
+    return None
+
+
+def parse_number(raw: str) -> float | None:
+    """``raw`` as a float if it is a finite ASCII decimal number, else None (see :func:`number_problem`)."""
+    text = raw.strip(_BLANK)
+    if _DECIMAL.fullmatch(text) is None:
+        return None
+    value = float(text)
+    return value if math.isfinite(value) else None
+
+
+def parse_integer(raw: str) -> int | None:
+    """``raw`` as an int if it is ASCII decimal digits with an optional sign (at most 18 digits), else None."""
+    text = raw.strip(_BLANK)
+    if _INTEGER.fullmatch(text) is None or len(text.lstrip("+-")) > 18:
+        return None
+    return int(text)
+
+
+def is_ascii_digits(text: str) -> bool:
+    """True if ``text`` holds only the ASCII digits 0-9 (and is not empty)."""
+    return bool(text) and text.isascii() and text.isdigit()
+
+
+def check_header(
+    header: Sequence[str] | None,
+    *,
+    path: str,
+    what: str,
+    required: Sequence[str],
+    optional: Sequence[str] = (),
+) -> list[str]:
+    """The header's names (spaces stripped), checked as a set: not empty, no empty or duplicate name, every
+    required name present and no name outside ``required + optional`` (listed, with a hint for near misses)."""
+    if not header:
+        raise TraceError(f"empty file: expected a header row naming the {what}'s columns", path=path, line=1)
+    names = [h.strip() for h in header]
+    for i, name in enumerate(names):
+        if not name:
+            raise TraceError(f"column {i + 1} of the header has no name (header is {names})", path=path, line=1)
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise TraceError(f"column '{name}' appears twice in the header (header is {names})", path=path, line=1)
+        seen.add(name)
+    known = list(required) + list(optional)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        hints = []
+        for name in unknown:
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            hints.append(f"'{name}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
+        raise TraceError(
+            f"unknown column{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; a {what} has the columns "
+            f"{', '.join(required)}" + (f" and optionally {', '.join(optional)}" if optional else ""),
+            path=path,
+            line=1,
+        )
+    for col in required:
+        if col not in names:
+            raise TraceError(f"missing required column '{col}' (header is {names})", path=path, line=1)
+    return names
+
+
+def _csv_problem(exc: csv.Error) -> str:
+    if "field larger than field limit" in str(exc):
+        return f"a field is longer than {MAX_FIELD_CHARS:,} characters (schedgym.limits.MAX_FIELD_CHARS)"
+    return f"CSV syntax error: {exc}"
+
+
+class CsvRows:
+    """The rows of a CSV file as ``(line, {column: text})``, after :func:`check_header`.
+
+    A row with too many or too few fields, more than ``max_rows`` rows, and any ``csv.Error`` (a field over
+    :data:`~schedgym.limits.MAX_FIELD_CHARS`, a NUL byte, ...) raise :class:`TraceError` with file and line.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        what: str,
+        *,
+        required: Sequence[str],
+        optional: Sequence[str] = (),
+        max_rows: int | None = None,
+        limit_name: str = "MAX_ROWS",
+    ):
+        self.path, self.what, self.limit_name = path, what, limit_name
+        self.max_rows = limits.MAX_ROWS if max_rows is None else max_rows
+        self._reader = csv.reader(io.StringIO(read_text(path, what), newline=""))
+        try:
+            first = next(self._reader, None)
+        except csv.Error as exc:
+            raise TraceError(_csv_problem(exc) + " (in the header)", path=path, line=1) from None
+        self.header = check_header(first, path=path, what=what, required=required, optional=optional)
+
+    def __iter__(self) -> Iterator[tuple[int, dict[str, str]]]:
+        header, n = self.header, len(self.header)
+        reader, rows = self._reader, 0
+        while True:
+            try:
+                fields = next(reader, None)
+            except csv.Error as exc:
+                raise TraceError(_csv_problem(exc), path=self.path, line=reader.line_num) from None
+            if fields is None:
+                return
+            line = reader.line_num
+            if not fields:  # a blank line, as csv.DictReader skips it
+                continue
+            rows += 1
+            if rows > self.max_rows:
+                raise TraceError(
+                    f"more than {self.max_rows:,} rows (schedgym.limits.{self.limit_name}); split the file",
+                    path=self.path,
+                    line=line,
+                )
+            if len(fields) > n:
+                raise TraceError(f"expected {n} fields, got {len(fields)}", path=self.path, line=line)
+            if len(fields) < n:
+                raise TraceError(f"expected {n} fields, got {len(fields)} (the row is short)", path=self.path,
+                                 line=line)  # fmt: skip
+            yield line, dict(zip(header, fields, strict=True))

@@ -3,48 +3,71 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
+from schedgym import limits
+from schedgym._atomic import atomic_open, check_output_dir, check_output_path
+from schedgym._csvio import parse_integer, parse_number
 from schedgym.errors import ConfigError, SchedGymError
 from schedgym.registry import policy_names
 from schedgym.sim.simulator import SimConfig
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+class _Parser(argparse.ArgumentParser):
+    """argparse with the project's error contract: one line ``schedgym: error: ...`` on stderr, status 2
+    (argparse's own prints the usage too). ``schedgym CMD --help`` still shows the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        where = self.prog.removeprefix("schedgym").strip()
+        print(f"schedgym: error: {where + ': ' if where else ''}{message}", file=sys.stderr)
+        sys.exit(2)
 
 
-def _nonneg_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return value
+def _int_type(minimum: int, maximum: int, limit: str = "") -> Callable[[str], int]:
+    """An argparse type: ASCII decimal digits (Python's int() also takes '١٢', '１０' and '1_0') in
+    ``minimum..maximum``; ``limit`` names the constant of :mod:`schedgym.limits` that sets the maximum."""
+
+    def parse(text: str) -> int:
+        value = parse_integer(text)
+        if value is None or not minimum <= value <= maximum:
+            bound = f" (schedgym.limits.{limit})" if limit else ""
+            raise argparse.ArgumentTypeError(
+                f"expected an integer from {minimum:,} to {maximum:,}{bound}, in ASCII digits, got {text!r}"
+            )
+        return value
+
+    parse.__name__ = "integer"
+    return parse
 
 
-def _nonneg_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
-    return value
+def _float_type(minimum: float, maximum: float, limit: str = "") -> Callable[[str], float]:
+    """An argparse type: a finite ASCII decimal number in ``minimum..maximum``."""
+
+    def parse(text: str) -> float:
+        value = parse_number(text)
+        if value is None or not minimum <= value <= maximum:
+            bound = f" (schedgym.limits.{limit})" if limit else ""
+            raise argparse.ArgumentTypeError(
+                f"expected a number from {minimum:g} to {maximum:g}{bound}, in ASCII decimal notation, got {text!r}"
+            )
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
+
+_positive_int = _int_type(1, 2**63 - 1)
+_nonneg_int = _int_type(0, 2**63 - 1)
+_nonneg_float = _float_type(0.0, limits.MAX_TIME, "MAX_TIME")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="schedgym", description="Preemptive DL-cluster scheduling simulator.")
+    parser = _Parser(prog="schedgym", description="Preemptive DL-cluster scheduling simulator.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     cmp = sub.add_parser(
@@ -70,18 +93,33 @@ def build_parser() -> argparse.ArgumentParser:
         "--policies",
         default="fifo,priority,k8s,fitgpp,ppo",
         help=f"comma-separated policies: {', '.join(policy_names())} (ppo is the bundled learned agent), or "
-        "NAME:PATH for an agent saved by 'schedgym train', shown as NAME (default: fifo,priority,k8s,fitgpp,ppo)",
+        "NAME:PATH for an agent saved by 'schedgym train', shown as NAME (default: fifo,priority,k8s,fitgpp,ppo). "
+        "compare reads a saved model with a numpy reader that loads weights only and refuses any pickled object "
+        "but a tensor, so it runs no code from the file; but a .zip saved by stable-baselines3 is a pickle, which "
+        "SB3's own load() (and torch) executes as code: load only model files you trust",
     )
     cmp.add_argument(
         "--seeds",
-        type=_positive_int,
+        type=_int_type(1, limits.MAX_SEEDS, "MAX_SEEDS"),
         default=0,
-        help="number of workloads/seeds (default: 20, or every test window of a bundled trace that has fewer)",
+        help="number of workloads/seeds (default: 20, or every test window of a bundled trace that has fewer; "
+        f"at most {limits.MAX_SEEDS:,})",
     )
-    cmp.add_argument("--first-seed", type=_nonneg_int, default=0, help="first seed (default: 0)")
-    cmp.add_argument("--jobs", type=_positive_int, default=None, help="jobs per synthetic workload")
-    cmp.add_argument("--max-preemptions", type=_nonneg_int, default=1, help="cap P on preemptions per job (default: 1)")
-    cmp.add_argument("--restart-overhead", type=_nonneg_float, default=0.0, help="seconds charged on each restart")
+    cmp.add_argument(
+        "--first-seed", type=_int_type(0, limits.MAX_SEED, "MAX_SEED"), default=0, help="first seed (default: 0)"
+    )
+    cmp.add_argument(
+        "--jobs",
+        type=_int_type(1, limits.MAX_JOBS, "MAX_JOBS"),
+        default=None,
+        help=f"jobs per synthetic workload (at most {limits.MAX_JOBS:,})",
+    )
+    cmp.add_argument(
+        "--max-preemptions", type=_int_type(0, 1_000_000), default=1, help="cap P on preemptions per job (default: 1)"
+    )
+    cmp.add_argument(
+        "--restart-overhead", type=_nonneg_float, default=0.0, help="seconds charged on each restart (at most 1e10)"
+    )
     cmp.add_argument("--no-backfill", action="store_true", help="strict head-of-line blocking")
     cmp.add_argument("--placement", choices=("best-fit", "first-fit"), default="best-fit")
     cmp.add_argument("--json", metavar="PATH", help="write the summary as JSON")
@@ -139,18 +177,24 @@ def _rule_value(text: str, kind: str) -> object:
             return False
         raise ValueError(text)
     if kind.startswith("int"):
-        return int(text)
+        value = parse_integer(text)
+        if value is None:
+            raise ValueError(text)
+        return value
     if kind.startswith("float"):
-        return float(text)
+        number = parse_number(text)
+        if number is None:
+            raise ValueError(text)
+        return number
     return text
 
 
 def _trace(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from schedgym.errors import ConfigError
+    from schedgym.sim.cluster import write_cluster_csv
     from schedgym.workloads.convert import converter
-    from schedgym.workloads.trace import save_trace
+    from schedgym.workloads.trace import write_trace
 
     convert, rules_cls = converter(args.format)
     kinds = {f.name: str(f.type) for f in dataclasses.fields(rules_cls)}
@@ -164,30 +208,45 @@ def _trace(args: argparse.Namespace) -> int:
         except ValueError:
             raise ConfigError(f"--set {item!r}: expected a {kinds[key]} value, got {text!r}") from None
     rules = rules_cls(**values)
-    extra: dict[str, object] = {}
-    if args.nodes or args.cluster_out:
+    if args.nodes is not None or args.cluster_out is not None:
         if args.format != "alibaba2023":
             raise ConfigError("--nodes and --cluster-out apply to --format alibaba2023")
         if not args.nodes:
             raise ConfigError("--cluster-out needs --nodes")
-        from schedgym.sim.cluster import save_cluster_csv
+    # Every output is checked before the input is read, and written only once the conversion succeeded.
+    check_output_path("OUTPUT", args.output)
+    if args.cluster_out is not None:
+        check_output_path("--cluster-out", args.cluster_out)
+        if _same_file(args.cluster_out, args.output):
+            raise ConfigError(f"--cluster-out {args.cluster_out!r} is the output trace too; give it its own name")
+    for flag, path in (("OUTPUT", args.output), ("--cluster-out", args.cluster_out)):
+        if path is not None and any(_same_file(path, given) for given in (args.input, args.nodes) if given):
+            raise ConfigError(f"{flag} {path!r} is an input file too; give the output its own name")
+    extra: dict[str, object] = {}
+    cluster = None
+    if args.nodes:
         from schedgym.workloads.convert.alibaba import load_alibaba_cluster
 
         cluster = load_alibaba_cluster(args.nodes)
         extra["cluster"] = cluster
-        if args.cluster_out:
-            save_cluster_csv(args.cluster_out, cluster)
     workload, report = convert(args.input, rules, **extra)
-    try:
-        save_trace(args.output, workload.jobs)
-    except OSError as exc:
-        raise ConfigError(f"cannot write {args.output}: {exc.strerror}") from None
+    with contextlib.ExitStack() as files:  # both files are renamed into place only if both were written
+        write_trace(files.enter_context(atomic_open(args.output, newline="")), workload.jobs)
+        if args.cluster_out is not None and cluster is not None:
+            write_cluster_csv(files.enter_context(atomic_open(args.cluster_out, newline="")), cluster)
     print(report)
     print(
         f"wrote {len(workload)} jobs to {args.output}"
         + (f" and the cluster to {args.cluster_out}" if args.cluster_out else "")
     )
     return 0
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return Path(a).resolve() == Path(b).resolve()
+    except (OSError, RuntimeError):
+        return False
 
 
 def _add_train_parser(sub: argparse._SubParsersAction) -> None:
@@ -214,16 +273,29 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:
         elif f.name == "net_arch":
             tr.add_argument(flag, type=_int_tuple, default=default, metavar="64,64", help=help_text)
         else:
-            kind = {"int": _nonneg_int, "float": float}.get(str(f.type), str)
+            if f.name == "seed":
+                kind: Callable[[str], object] = _int_type(0, limits.MAX_SEED, "MAX_SEED")
+            else:
+                kind = {"int": _nonneg_int, "float": _finite_float}.get(str(f.type), str)
             tr.add_argument(flag, type=kind, default=default, help=help_text)
+
+
+def _finite_float(text: str) -> float:
+    value = parse_number(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"expected a finite number in ASCII decimal notation, got {text!r}")
+    return value
 
 
 def _json_object(text: str) -> dict:
     import json
 
+    def no_constant(name: str) -> None:
+        raise ValueError(f"{name} is not a JSON number")
+
     try:
-        value = json.loads(text)
-    except ValueError as exc:
+        value = json.loads(text, parse_constant=no_constant)
+    except (ValueError, RecursionError) as exc:
         raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r} ({exc})") from None
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r}")
@@ -231,10 +303,12 @@ def _json_object(text: str) -> dict:
 
 
 def _int_tuple(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    sizes = [parse_integer(x) for x in text.split(",") if x.strip()]
+    if not sizes or len(sizes) > 64 or any(v is None or not 1 <= v <= 1_000_000 for v in sizes):
+        raise argparse.ArgumentTypeError(
+            f"expected 1 to 64 comma-separated layer sizes from 1 to 1,000,000, got {text!r}"
+        ) from None
+    return tuple(v for v in sizes if v is not None)
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -245,16 +319,6 @@ def _train(args: argparse.Namespace) -> int:
     config = TrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)})
     train(config)
     return 0
-
-
-def _check_output(flag: str, path: str) -> None:
-    if not path.strip():
-        raise ConfigError(f"{flag} needs a file name, got {path!r}")
-    p = Path(path)
-    if p.is_dir():
-        raise ConfigError(f"{flag} {path!r} is a directory; expected a file name")
-    if not p.parent.is_dir():
-        raise ConfigError(f"{flag} {path!r}: the directory {str(p.parent)!r} does not exist")
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -280,9 +344,14 @@ def _compare(args: argparse.Namespace) -> int:
     # Output paths are checked before minutes of simulation, not after.
     for flag, path in (("--json", args.json), ("--csv", args.csv), ("--plot", args.plot)):
         if path is not None:
-            _check_output(flag, path)
-    if args.log_dir is not None and not args.log_dir.strip():
-        raise ConfigError(f"--log-dir needs a directory name, got {args.log_dir!r}")
+            check_output_path(flag, path)
+    outputs = [Path(p).resolve() for p in (args.json, args.csv, args.plot) if p is not None]
+    if len(set(outputs)) != len(outputs):
+        raise ConfigError("--json, --csv and --plot name the same file; give each its own")
+    folders: dict[str, str] = {}
+    if args.log_dir is not None:
+        check_output_dir("--log-dir", args.log_dir)
+        folders = log_folders(config.labels)
     if args.plot:
         if Path(args.plot).suffix.lower() not in (".png", ".pdf", ".svg"):
             raise ConfigError(f"--plot {args.plot!r}: expected a .png, .pdf or .svg file name")
@@ -294,22 +363,43 @@ def _compare(args: argparse.Namespace) -> int:
 
     def on_run(label: str, seed: int, result) -> None:  # noqa: ANN001
         if log_dir is not None:
-            write_logs(Path(log_dir) / _safe(label) / f"seed{seed}", result)
+            write_logs(Path(log_dir) / folders[label] / f"seed{seed}", result)
 
     result = run_comparison(config, progress=False if args.no_progress else None, on_run=on_run)
     print(format_table(result))
     for path, write in ((args.json, write_json), (args.csv, write_csv), (args.plot, write_plot)):
-        if path:
+        if path is not None:
             write(path, result)
             print(f"wrote {path}")
-    if args.log_dir:
+    if args.log_dir is not None:
         print(f"wrote logs under {args.log_dir}")
     return 0
 
 
 def _safe(label: str) -> str:
-    """A policy label as a folder name."""
-    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in label)
+    """A policy label as a folder name: letters, digits, '-', '_' and '.' kept, anything else '_'; never
+    hidden, '.' or '..'."""
+    name = "".join(ch if (ch.isascii() and ch.isalnum()) or ch in "-_." else "_" for ch in label)
+    return "_" + name if name.startswith(".") or not name else name
+
+
+def log_folders(labels: Sequence[str]) -> dict[str, str]:
+    """The ``--log-dir`` folder of each policy label. Two labels that map to one folder (``a/b`` and
+    ``a_b``; or ``A`` and ``a``, one folder on a case-insensitive file system) are refused: a second policy
+    must not overwrite the first one's logs."""
+    folders: dict[str, str] = {}
+    taken: dict[str, str] = {}
+    for label in labels:
+        folder = _safe(label)
+        other = taken.get(folder.casefold())
+        if other is not None:
+            raise ConfigError(
+                f"--log-dir: policies {other!r} and {label!r} would both write to the folder {folder!r}; "
+                "give one of them another NAME"
+            )
+        taken[folder.casefold()] = label
+        folders[label] = folder
+    return folders
 
 
 def main(argv: Sequence[str] | None = None) -> int:

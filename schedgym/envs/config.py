@@ -7,10 +7,14 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from schedgym.errors import ConfigError
+from schedgym.limits import MAX_JOBS
 from schedgym.sim.policy import QueueDiscipline
 from schedgym.sim.simulator import SimConfig
 from schedgym.workloads.named import SPLITS
 from schedgym.workloads.source import WorkloadSource
+
+MAX_CANDIDATES = 100_000
+"""largest max_candidates: the observation has 20 + 13 * max_candidates floats (5 MB at this bound)"""
 
 
 @dataclass(frozen=True)
@@ -54,8 +58,8 @@ class EnvConfig:
             raise ConfigError(f"Expected sim to be a SimConfig or a dict of its fields, got {self.sim!r}")
         if self.split not in SPLITS:
             raise ConfigError(f"Expected split in {list(SPLITS)}, got {self.split!r}")
-        _int(self, "n_jobs", 1)
-        _int(self, "max_candidates", 1)
+        _int(self, "n_jobs", 1, MAX_JOBS)
+        _int(self, "max_candidates", 1, MAX_CANDIDATES)
         self.source  # noqa: B018 - the workload name is checked there
         if self.reward not in ("slowdown", "bounded_slowdown"):
             raise ConfigError(f"Expected reward 'slowdown' or 'bounded_slowdown', got {self.reward!r}")
@@ -89,7 +93,9 @@ class EnvConfig:
         return [f.name for f in fields(cls)]
 
 
-def _int(cfg: EnvConfig, name: str, minimum: int) -> None:
+def _int(cfg: EnvConfig, name: str, minimum: int, maximum: int) -> None:
     value = getattr(cfg, name)
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
         raise ConfigError(f"Expected {name} to be an integer >= {minimum}, got {value!r}")
+    if value > maximum:
+        raise ConfigError(f"Expected {name} <= {maximum:,}, got {value!r}")

@@ -10,10 +10,11 @@ Statistics live in :mod:`schedgym.experiments.stats`, the table and files in
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, overload
 
+from schedgym import limits
 from schedgym.errors import ConfigError
 from schedgym.experiments import stats
 from schedgym.experiments.runner import evaluate_run
@@ -22,6 +23,7 @@ from schedgym.sim.cluster import ClusterSpec, resolve_cluster
 from schedgym.sim.metrics import RunResult
 from schedgym.sim.simulator import SimConfig
 from schedgym.workloads.source import WorkloadSource
+from schedgym.workloads.synthetic import preset
 from schedgym.workloads.trace import Workload
 
 CLASS_FIELDS = ("slowdown_p50", "slowdown_p95", "slowdown_p99", "slowdown_mean", "wait_mean")
@@ -69,6 +71,21 @@ class CompareConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < (1 if name == "seeds" else 0):
                 raise ConfigError(f"Expected {name} {'> 0' if name == 'seeds' else '>= 0'}, got {value!r}")
+        if self.seeds > limits.MAX_SEEDS:
+            raise ConfigError(
+                f"Expected at most {limits.MAX_SEEDS:,} seeds (schedgym.limits.MAX_SEEDS), got {self.seeds}"
+            )
+        if self.first_seed + self.seeds - 1 > limits.MAX_SEED:
+            raise ConfigError(
+                f"Expected seeds within 0..{limits.MAX_SEED} (schedgym.limits.MAX_SEED), got first seed "
+                f"{self.first_seed} and {self.seeds} seeds"
+            )
+        if self.n_jobs is not None and (
+            not isinstance(self.n_jobs, int) or isinstance(self.n_jobs, bool) or not 1 <= self.n_jobs <= limits.MAX_JOBS
+        ):
+            raise ConfigError(
+                f"Expected n_jobs from 1 to {limits.MAX_JOBS:,} (schedgym.limits.MAX_JOBS), got {self.n_jobs!r}"
+            )
         if self.trace is None and self.workload is None:
             raise ConfigError("Expected a workload name or a trace path")
         source = self.source  # checks the workload name and n_jobs
@@ -76,6 +93,8 @@ class CompareConfig:
             raise ConfigError(
                 f"--jobs applies to synthetic workloads; {source.name!r} is a trace (cut the file, or use its windows)"
             )
+        if source.kind == "synthetic":
+            check_total_jobs(self.seeds, self.n_jobs if self.n_jobs is not None else preset(source.name).n_jobs)
         available = source.n_evaluation("test")
         if available is not None and self.first_seed + self.seeds > available:
             raise ConfigError(
@@ -195,13 +214,51 @@ def _ratio(a: float, b: float) -> float:
     return a / b if b else float("nan")
 
 
-def load_workloads(config: CompareConfig, cluster: ClusterSpec) -> list[Workload]:
-    """The test workload of every seed (see :class:`WorkloadSource`)."""
-    source = config.source
-    if source.kind == "file":
-        wl = source.evaluation("test", 0, cluster)  # read and checked once, replayed for every seed
-        return [wl] * len(config.seed_list)
-    return [source.evaluation("test", seed, cluster) for seed in config.seed_list]
+def check_total_jobs(seeds: int, jobs_per_workload: int) -> None:
+    """Every run's per-job results are kept for the report: bound seeds x jobs by
+    :data:`~schedgym.limits.MAX_TOTAL_JOBS` before anything runs."""
+    if seeds * jobs_per_workload > limits.MAX_TOTAL_JOBS:
+        raise ConfigError(
+            f"{seeds:,} seeds of {jobs_per_workload:,} jobs make {seeds * jobs_per_workload:,} jobs per policy, "
+            f"more than {limits.MAX_TOTAL_JOBS:,} (schedgym.limits.MAX_TOTAL_JOBS); use fewer seeds or jobs"
+        )
+
+
+class SeedWorkloads(Sequence[Workload]):
+    """The test workload of every seed (see :class:`WorkloadSource`), built when it is asked for, so that
+    only the workload being simulated is in memory. A replayed trace is read and checked once, at
+    construction, and shared by every seed."""
+
+    def __init__(self, config: CompareConfig, cluster: ClusterSpec):
+        self.config, self.cluster = config, cluster
+        self.source = config.source
+        self.seeds = config.seed_list
+        self._file: Workload | None = None
+        if self.source.kind == "file":
+            self._file = self.source.evaluation("test", 0, cluster)
+            check_total_jobs(len(self.seeds), len(self._file))
+
+    def __len__(self) -> int:
+        return len(self.seeds)
+
+    @overload
+    def __getitem__(self, index: int) -> Workload: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Workload]: ...
+
+    def __getitem__(self, index: int | slice) -> Workload | list[Workload]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        seed = self.seeds[index]  # raises IndexError as a list does
+        if self._file is not None:
+            return self._file
+        return self.source.evaluation("test", seed, self.cluster)
+
+
+def load_workloads(config: CompareConfig, cluster: ClusterSpec) -> SeedWorkloads:
+    """The test workload of every seed, each built when it is needed (see :class:`SeedWorkloads`)."""
+    return SeedWorkloads(config, cluster)
 
 
 def run_comparison(
@@ -214,12 +271,12 @@ def run_comparison(
     ``on_run(label, seed, result)`` is called after each run (used to write per-run logs)."""
     source = config.source
     cluster = resolve_cluster(config.cluster if config.cluster is not None else source.default_cluster)
-    workloads = load_workloads(config, cluster)
+    workloads = load_workloads(config, cluster)  # a trace file is read and checked now, before any policy is built
     # Built once each (a learned agent's network is loaded once), reset before every run.
     policies = {label: make_policy(spec) for label, spec in zip(config.labels, config.policies, strict=True)}
     runs: dict[str, list[RunResult]] = {p: [] for p in policies}
     wall = {p: 0.0 for p in policies}
-    bar = _progress_bar(len(workloads) * len(policies), progress)
+    bar = _progress_bar(len(config.seed_list) * len(policies), progress)
     try:
         for seed, wl in zip(config.seed_list, workloads, strict=True):
             for label, policy in policies.items():

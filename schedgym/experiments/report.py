@@ -6,45 +6,19 @@ partial file where a reader expects a complete one.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import json
 import math
-import os
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
+from schedgym._atomic import atomic_open
 from schedgym.errors import SchedGymError
 from schedgym.experiments.compare import CLASS_FIELDS, PAIRED_REFERENCES, TOP_FIELDS, ComparisonResult
 from schedgym.sim.job import JobClass
 from schedgym.sim.metrics import RunResult
-
-
-@contextlib.contextmanager
-def atomic_open(path: str | Path, newline: str | None = None) -> Iterator[IO[str]]:
-    """Open a temporary file beside ``path`` for writing; rename it to ``path`` only if the block succeeds."""
-    path = Path(path)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        raise SchedGymError(f"cannot write {path}: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "w", newline=newline, encoding="utf-8") as fh:
-            yield fh
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual permissions
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise SchedGymError(f"cannot write {path}: {exc.strerror}") from None
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def write_logs(directory: Path, result: RunResult) -> None:
@@ -159,10 +133,34 @@ def _nan_to_none(obj: Any) -> Any:
     return obj
 
 
+def _non_finite(obj: Any, where: str = "") -> str | None:
+    """The place of the first infinite number in ``obj`` (NaN was already turned into null), or None."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return where or "the top level"
+    if isinstance(obj, dict):
+        items: Any = ((f"{where}.{k}" if where else str(k), v) for k, v in obj.items())
+    elif isinstance(obj, list):
+        items = ((f"{where}[{i}]", v) for i, v in enumerate(obj))
+    else:
+        return None
+    for place, value in items:
+        found = _non_finite(value, place)
+        if found is not None:
+            return found
+    return None
+
+
 def write_json(path: str, result: ComparisonResult) -> None:
+    """The summary as strict JSON: NaN (a class without jobs) becomes null; an infinite figure, which the
+    input limits (schedgym.limits) should make impossible, is an error naming where it is, and no file is
+    written."""
+    payload = _nan_to_none(result.summary())
+    place = _non_finite(payload)
+    if place is not None:
+        raise SchedGymError(f"cannot write {path}: {place} is not a finite number, and JSON has no infinity")
+    text = json.dumps(payload, indent=2, allow_nan=False) + "\n"  # in full before the file is opened
     with atomic_open(path) as fh:
-        json.dump(_nan_to_none(result.summary()), fh, indent=2, allow_nan=False)
-        fh.write("\n")
+        fh.write(text)
 
 
 def write_csv(path: str, result: ComparisonResult) -> None:
@@ -435,12 +433,6 @@ def _plot_figure(result: ComparisonResult) -> Any:
     return fig
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)  # reading the umask means setting it; put it straight back
-    os.umask(mask)
-    return mask
-
-
 def write_plot(path: str, result: ComparisonResult) -> None:
     """Slowdown tails per class (all seeds pooled) and a TE-p95 vs BE-p95 scatter with 95% CIs.
 
@@ -454,26 +446,13 @@ def write_plot(path: str, result: ComparisonResult) -> None:
     fmt = target.suffix[1:].lower() or matplotlib.rcParams["savefig.format"]
     if fmt not in FigureCanvasBase.get_supported_filetypes():  # before drawing anything
         raise SchedGymError(f"cannot write {path}: matplotlib does not write .{fmt} files (use .png, .pdf or .svg)")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    except OSError as exc:
-        raise SchedGymError(f"cannot write {path}: {exc.strerror or exc}") from None
     fig = None
-    done = False
     try:
-        with os.fdopen(fd, "wb") as fh:
+        with atomic_open(target, "wb") as fh:
             fig = _plot_figure(result)
             fig.savefig(fh, format=fmt, dpi=120, bbox_inches=None if _outside_legends() else "tight")
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600, made what a plain open() would have given
-        os.replace(tmp, target)
-        done = True
-    except OSError as exc:
-        raise SchedGymError(f"cannot write {path}: {exc.strerror or exc}") from None
     except ValueError as exc:  # matplotlib's answer to a file type it cannot write after all
         raise SchedGymError(f"cannot write {path}: {exc}") from None
     finally:
-        if not done:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
         if fig is not None:
             fig.clear()

@@ -6,16 +6,18 @@ Node order is stable and meaningful: placement ties and policy ties are broken t
 from __future__ import annotations
 
 import csv
-import io
 import math
 import numbers
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
-from schedgym._csvio import read_text
+from schedgym._atomic import atomic_open
+from schedgym._csvio import CsvRows, number_problem, parse_integer
 from schedgym.errors import ConfigError, TraceError, UnknownNameError
+from schedgym.limits import MAX_NODES, check_amount
 
 
 def _amount(owner: str, field: str, value: object) -> float:
@@ -64,7 +66,7 @@ class ClusterSpec:
     """An ordered set of nodes (homogeneous or not).
 
     ``nodes`` may be given as any sequence of :class:`NodeSpec` (stored as a tuple); there must be at least
-    one, with unique names. ``name`` is a non-empty string.
+    one and at most :data:`~schedgym.limits.MAX_NODES`, with unique names. ``name`` is a non-empty string.
     """
 
     nodes: tuple[NodeSpec, ...]
@@ -81,6 +83,8 @@ class ClusterSpec:
             raise ConfigError(f"Expected cluster name to be a non-empty string, got {self.name!r}")
         if not nodes:
             raise ConfigError("Expected a cluster with at least one node, got 0 nodes")
+        if len(nodes) > MAX_NODES:
+            raise ConfigError(f"Expected at most {MAX_NODES:,} nodes (schedgym.limits.MAX_NODES), got {len(nodes):,}")
         for i, n in enumerate(nodes):
             if not isinstance(n, NodeSpec):
                 raise ConfigError(f"Expected cluster node {i} to be a NodeSpec, got {type(n).__name__} {n!r}")
@@ -94,6 +98,8 @@ class ClusterSpec:
         """``n_nodes`` identical nodes named ``node0``, ``node1``, ..."""
         if isinstance(n_nodes, (bool, np.bool_)) or not isinstance(n_nodes, numbers.Integral) or n_nodes <= 0:
             raise ConfigError(f"Expected n_nodes > 0 (an integer), got {n_nodes!r}")
+        if n_nodes > MAX_NODES:
+            raise ConfigError(f"Expected at most {MAX_NODES:,} nodes (schedgym.limits.MAX_NODES), got {n_nodes!r}")
         return cls(tuple(NodeSpec(f"node{i}", gpus, cpus, mem_gb) for i in range(int(n_nodes))), name=name)
 
     @property
@@ -143,46 +149,59 @@ _CLUSTER_COLUMNS = ("name", "gpus", "cpus", "mem_gb")
 
 def load_cluster_csv(path: str | Path) -> ClusterSpec:
     """Read a cluster from a CSV with columns ``name,gpus,cpus,mem_gb`` and optional ``count`` (the row is
-    repeated ``count`` times, names suffixed ``-0``, ``-1``, ...) and ``gpu_model``."""
+    repeated ``count`` times, names suffixed ``-0``, ``-1``, ...) and ``gpu_model``.
+
+    The header is a set (no other, empty or repeated column); amounts are finite ASCII decimal numbers from 0
+    to :data:`~schedgym.limits.MAX_AMOUNT`; the nodes, ``count`` included, number at most
+    :data:`~schedgym.limits.MAX_NODES` (checked before any node is built). Any problem raises
+    :class:`TraceError` naming file, line, column and value."""
     path = str(path)
-    fh = io.StringIO(read_text(path, "cluster file"), newline="")
+    rows = CsvRows(path, "cluster file", required=_CLUSTER_COLUMNS, optional=("count", "gpu_model"))
+    specs: list[tuple[int, str, int, str, dict[str, float]]] = []  # (line, name, count, model, amounts)
+    total = 0
+    for line, row in rows:
+        values: dict[str, float] = {}
+        for col in ("gpus", "cpus", "mem_gb"):
+            raw = row[col]
+            problem = number_problem(raw) if raw.strip() else "missing value"
+            if problem is not None:
+                raise TraceError(problem, path=path, line=line, column=col, value=raw)
+            v = float(raw.strip(" \t"))
+            if v < 0:
+                raise TraceError("expected a number >= 0", path=path, line=line, column=col, value=raw)
+            problem = check_amount(v)
+            if problem is not None:
+                raise TraceError(problem, path=path, line=line, column=col, value=raw)
+            values[col] = v
+        count = 1
+        raw = row.get("count", "")
+        if raw.strip():
+            parsed = parse_integer(raw)
+            if parsed is None:
+                raise TraceError("expected an integer (ASCII digits)", path=path, line=line, column="count", value=raw)
+            if parsed < 1:
+                raise TraceError("expected count >= 1", path=path, line=line, column="count", value=raw)
+            count = parsed
+        total += count
+        if total > MAX_NODES:
+            raise TraceError(
+                f"the cluster would have more than {MAX_NODES:,} nodes (schedgym.limits.MAX_NODES)",
+                path=path,
+                line=line,
+                column="count" if count > 1 else None,
+                value=raw if count > 1 else None,
+            )
+        name = row["name"].strip()
+        if not name:
+            raise TraceError("empty node name", path=path, line=line, column="name", value=row["name"])
+        specs.append((line, name, count, row.get("gpu_model", "").strip(), values))
     nodes: list[NodeSpec] = []
-    with fh:
-        reader = csv.DictReader(fh)
-        header = reader.fieldnames or []
-        for col in _CLUSTER_COLUMNS:
-            if col not in header:
-                raise TraceError(f"missing required column '{col}' (header is {header})", path=path, line=1)
-        for row in reader:
-            line = reader.line_num
-            values: dict[str, float] = {}
-            for col in ("gpus", "cpus", "mem_gb"):
-                raw = row.get(col)
-                try:
-                    v = float(raw)  # type: ignore[arg-type]
-                except (TypeError, ValueError):
-                    raise TraceError("expected a number", path=path, line=line, column=col, value=raw) from None
-                if not math.isfinite(v) or v < 0:
-                    raise TraceError("expected a finite number >= 0", path=path, line=line, column=col, value=raw)
-                values[col] = v
-            count = 1
-            if row.get("count") not in (None, ""):
-                raw = row["count"]
-                try:
-                    count = int(raw)
-                except ValueError:
-                    raise TraceError("expected an integer", path=path, line=line, column="count", value=raw) from None
-                if count < 1:
-                    raise TraceError("expected count >= 1", path=path, line=line, column="count", value=raw)
-            name = (row.get("name") or "").strip()
-            if not name:
-                raise TraceError("empty node name", path=path, line=line, column="name", value=row.get("name"))
-            model = (row.get("gpu_model") or "").strip()
-            try:
-                for i in range(count):
-                    nodes.append(NodeSpec(name if count == 1 else f"{name}-{i}", gpu_model=model, **values))
-            except ConfigError as exc:
-                raise TraceError(str(exc), path=path, line=line) from None
+    for line, name, count, model, values in specs:
+        try:
+            for i in range(count):
+                nodes.append(NodeSpec(name if count == 1 else f"{name}-{i}", gpu_model=model, **values))
+        except ConfigError as exc:
+            raise TraceError(str(exc), path=path, line=line) from None
     try:
         return ClusterSpec(tuple(nodes), name=Path(path).stem)
     except ConfigError as exc:
@@ -190,12 +209,18 @@ def load_cluster_csv(path: str | Path) -> ClusterSpec:
 
 
 def save_cluster_csv(path: str | Path, cluster: ClusterSpec) -> None:
-    """Write ``cluster`` as a CSV that :func:`load_cluster_csv` reads back (one row per node)."""
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh)
-        w.writerow(["name", "gpus", "cpus", "mem_gb", "gpu_model"])
-        for n in cluster.nodes:
-            w.writerow([n.name, repr(n.gpus), repr(n.cpus), repr(n.mem_gb), n.gpu_model])
+    """Write ``cluster`` as a CSV that :func:`load_cluster_csv` reads back (one row per node), atomically:
+    on any failure nothing is left at ``path``."""
+    with atomic_open(path, newline="") as fh:
+        write_cluster_csv(fh, cluster)
+
+
+def write_cluster_csv(fh: IO[str], cluster: ClusterSpec) -> None:
+    """Write ``cluster`` in the cluster CSV format to an open text file (``newline=""``)."""
+    w = csv.writer(fh)
+    w.writerow(["name", "gpus", "cpus", "mem_gb", "gpu_model"])
+    for n in cluster.nodes:
+        w.writerow([n.name, repr(n.gpus), repr(n.cpus), repr(n.mem_gb), n.gpu_model])
 
 
 def resolve_cluster(name_or_path: str) -> ClusterSpec:

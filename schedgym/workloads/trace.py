@@ -1,6 +1,7 @@
 """The trace file format: one CSV row per job.
 
-Columns (header required, any order, extra columns ignored):
+Columns (header required, any order; a column outside this table, an empty or a repeated name is an
+error, with a hint for a near miss such as ``gpu``):
 
 ============== ======== ===========================================================================
 column         required meaning
@@ -17,25 +18,27 @@ grace_period   no       seconds a preempted job keeps its resources, >= 0; defau
                         (:data:`~schedgym.sim.job.DEFAULT_GRACE_PERIOD`, as for a JobSpec built in Python)
 ============== ======== ===========================================================================
 
-A malformed file is rejected whole with a :class:`~schedgym.errors.TraceError` naming file, line, column
-and value: nothing is dropped or repaired silently.
+Numbers are ASCII decimal notation (``12``, ``1.5``, ``2e3``), finite, and within :mod:`schedgym.limits`:
+times and grace periods at most 1e10 s, durations from 1 ms to 1e10 s, amounts at most 1e6, at most
+100,000 nodes and 2,000,000 rows. A malformed file is rejected whole with a
+:class:`~schedgym.errors.TraceError` naming file, line, column and value: nothing is dropped or repaired
+silently.
 """
 
 from __future__ import annotations
 
 import csv
-import gzip
-import io
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
-from schedgym._csvio import read_text
+from schedgym._atomic import atomic_open
+from schedgym._csvio import CsvRows, number_problem
 from schedgym.errors import ConfigError, TraceError
+from schedgym.limits import MAX_NODES, check_amount, check_duration, check_time
 from schedgym.sim.cluster import ClusterSpec
 from schedgym.sim.job import DEFAULT_GRACE_PERIOD, JobClass, JobSpec, JobTable, first_unplaceable
 from schedgym.sim.resources import EPS, fits_on
@@ -202,120 +205,113 @@ class Workload:
 def _number(raw: str | None, *, path: str, line: int, column: str, minimum: float, strict: bool = False) -> float:
     if raw is None or raw.strip() == "":
         raise TraceError("missing value", path=path, line=line, column=column, value=raw)
-    try:
-        value = float(raw)
-    except ValueError:
-        raise TraceError("expected a number", path=path, line=line, column=column, value=raw) from None
-    if not math.isfinite(value):
-        raise TraceError("expected a finite number", path=path, line=line, column=column, value=raw)
+    problem = number_problem(raw)
+    if problem is not None:
+        raise TraceError(problem, path=path, line=line, column=column, value=raw)
+    value = float(raw.strip(" \t"))
     if value < minimum or (strict and value == minimum):
         op = ">" if strict else ">="
         raise TraceError(f"expected a number {op} {minimum:g}", path=path, line=line, column=column, value=raw)
+    if column == "duration":
+        problem = check_duration(value)
+    elif column in ("submit_time", "grace_period"):
+        problem = check_time(value)
+    elif column in ("gpus", "cpus", "mem_gb"):
+        problem = check_amount(value)
+    elif column == "nodes" and value > MAX_NODES:
+        problem = f"expected at most {MAX_NODES:,} nodes (schedgym.limits.MAX_NODES)"
+    if problem is not None:
+        raise TraceError(problem, path=path, line=line, column=column, value=raw)
     return value
 
 
 def load_trace(path: str | Path, name: str | None = None) -> Workload:
-    """Read and validate a trace CSV (see the module docstring for the columns)."""
+    """Read and validate a trace CSV (see the module docstring for the columns and
+    :mod:`schedgym.limits` for the bounds on its size and values)."""
     path = str(path)
-    fh = io.StringIO(read_text(path, "trace"), newline="")
+    rows = CsvRows(path, "trace", required=REQUIRED_COLUMNS, optional=tuple(OPTIONAL_DEFAULTS))
     jobs: list[JobSpec] = []
     lines: list[int] = []
     first_line: dict[str, int] = {}
-    with fh:
-        reader = csv.DictReader(fh)
-        header = reader.fieldnames
-        if not header:
-            raise TraceError("empty file: expected a header row", path=path, line=1)
-        header = [h.strip() for h in header]
-        reader.fieldnames = header
-        for col in REQUIRED_COLUMNS:
-            if col not in header:
-                raise TraceError(f"missing required column '{col}' (header is {header})", path=path, line=1)
-        try:
-            for row in reader:
-                line = reader.line_num
-                if None in row:
-                    raise TraceError(
-                        f"expected {len(header)} fields, got {len(header) + len(row[None])}", path=path, line=line
-                    )
-                missing = [c for c in header if row.get(c) is None]
-                if missing:
-                    raise TraceError(f"expected {len(header)} fields, row is short", path=path, line=line)
-                job_id = row["job_id"].strip()
-                if not job_id:
-                    raise TraceError("empty job_id", path=path, line=line, column="job_id", value=row["job_id"])
-                if job_id in first_line:
-                    raise TraceError(
-                        f"duplicate job_id (first seen on line {first_line[job_id]})",
-                        path=path,
-                        line=line,
-                        column="job_id",
-                        value=job_id,
-                    )
-                first_line[job_id] = line
-                kw: dict[str, Any] = dict(path=path, line=line)
-                submit = _number(row["submit_time"], column="submit_time", minimum=0.0, **kw)
-                duration = _number(row["duration"], column="duration", minimum=0.0, strict=True, **kw)
-                gpus = _number(row["gpus"], column="gpus", minimum=0.0, **kw)
-                opt = {}
-                for col in ("cpus", "mem_gb", "grace_period"):
-                    raw = row.get(col)
-                    if raw is None or raw.strip() == "":
-                        opt[col] = float(OPTIONAL_DEFAULTS[col])
-                    else:
-                        opt[col] = _number(raw, column=col, minimum=0.0, **kw)
-                raw_nodes = row.get("nodes")
-                nodes = 1
-                if raw_nodes is not None and raw_nodes.strip() != "":
-                    n = _number(raw_nodes, column="nodes", minimum=1.0, **kw)
-                    if n != int(n):
-                        raise TraceError("expected a whole number of nodes", column="nodes", value=raw_nodes, **kw)
-                    nodes = int(n)
-                raw_class = row["class"].strip().upper()
-                if raw_class not in ("TE", "BE"):
-                    raise TraceError("unknown class, expected TE or BE", column="class", value=row["class"], **kw)
-                if gpus + opt["cpus"] + opt["mem_gb"] <= 0:
-                    raise TraceError("job requests no resources (gpus, cpus and mem_gb are all 0)", **kw)
-                try:  # the checks above cover JobSpec's; this keeps the file and line should they ever differ
-                    job = JobSpec(
-                        job_id=job_id,
-                        submit_time=submit,
-                        duration=duration,
-                        gpus=gpus,
-                        cpus=opt["cpus"],
-                        mem_gb=opt["mem_gb"],
-                        gang_size=nodes,
-                        job_class=JobClass[raw_class],
-                        grace_period=opt["grace_period"],
-                    )
-                except ConfigError as exc:
-                    raise TraceError(str(exc), **kw) from None
-                jobs.append(job)
-                lines.append(line)
-        except csv.Error as exc:
-            raise TraceError(f"CSV syntax error: {exc}", path=path, line=reader.line_num) from None
+    for line, row in rows:
+        job_id = row["job_id"].strip()
+        if not job_id:
+            raise TraceError("empty job_id", path=path, line=line, column="job_id", value=row["job_id"])
+        if job_id in first_line:
+            raise TraceError(
+                f"duplicate job_id (first seen on line {first_line[job_id]})",
+                path=path,
+                line=line,
+                column="job_id",
+                value=job_id,
+            )
+        first_line[job_id] = line
+        kw: dict[str, Any] = dict(path=path, line=line)
+        submit = _number(row["submit_time"], column="submit_time", minimum=0.0, **kw)
+        duration = _number(row["duration"], column="duration", minimum=0.0, strict=True, **kw)
+        gpus = _number(row["gpus"], column="gpus", minimum=0.0, **kw)
+        opt = {}
+        for col in ("cpus", "mem_gb", "grace_period"):
+            raw = row.get(col)
+            if raw is None or raw.strip() == "":
+                opt[col] = float(OPTIONAL_DEFAULTS[col])
+            else:
+                opt[col] = _number(raw, column=col, minimum=0.0, **kw)
+        raw_nodes = row.get("nodes")
+        nodes = 1
+        if raw_nodes is not None and raw_nodes.strip() != "":
+            n = _number(raw_nodes, column="nodes", minimum=1.0, **kw)
+            if n != int(n):
+                raise TraceError("expected a whole number of nodes", column="nodes", value=raw_nodes, **kw)
+            nodes = int(n)
+        raw_class = row["class"].strip().upper()
+        if raw_class not in ("TE", "BE"):
+            raise TraceError("unknown class, expected TE or BE", column="class", value=row["class"], **kw)
+        if gpus + opt["cpus"] + opt["mem_gb"] <= 0:
+            raise TraceError("job requests no resources (gpus, cpus and mem_gb are all 0)", **kw)
+        try:  # the checks above cover JobSpec's; this keeps the file and line should they ever differ
+            job = JobSpec(
+                job_id=job_id,
+                submit_time=submit,
+                duration=duration,
+                gpus=gpus,
+                cpus=opt["cpus"],
+                mem_gb=opt["mem_gb"],
+                gang_size=nodes,
+                job_class=JobClass[raw_class],
+                grace_period=opt["grace_period"],
+            )
+        except ConfigError as exc:
+            raise TraceError(str(exc), **kw) from None
+        jobs.append(job)
+        lines.append(line)
     if not jobs:
         raise TraceError("the trace holds no jobs", path=path)
     return Workload(tuple(jobs), name=name or Path(path).stem, path=path, lines=tuple(lines))
 
 
 def save_trace(path: str | Path, jobs: Iterable[JobSpec]) -> None:
-    """Write jobs in the trace format (readable by :func:`load_trace`); ``.gz`` paths are compressed."""
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "wt", newline="", encoding="utf-8") as fh:  # type: ignore[operator]
-        w = csv.writer(fh)
-        w.writerow(COLUMNS)
-        for j in jobs:
-            w.writerow(
-                [
-                    j.job_id,
-                    repr(j.submit_time),
-                    repr(j.duration),
-                    repr(j.gpus),
-                    repr(j.cpus),
-                    repr(j.mem_gb),
-                    j.gang_size,
-                    j.job_class.name,
-                    repr(j.grace_period),
-                ]
-            )
+    """Write jobs in the trace format (readable by :func:`load_trace`); ``.gz`` paths are compressed. The file
+    is written atomically (see :mod:`schedgym._atomic`): on any failure nothing is left at ``path``."""
+    with atomic_open(path, newline="") as fh:
+        write_trace(fh, jobs)
+
+
+def write_trace(fh: IO[str], jobs: Iterable[JobSpec]) -> None:
+    """Write jobs in the trace format to an open text file (``newline=""``)."""
+    w = csv.writer(fh)
+    w.writerow(COLUMNS)
+    for j in jobs:
+        w.writerow(
+            [
+                j.job_id,
+                repr(j.submit_time),
+                repr(j.duration),
+                repr(j.gpus),
+                repr(j.cpus),
+                repr(j.mem_gb),
+                j.gang_size,
+                j.job_class.name,
+                repr(j.grace_period),
+            ]
+        )

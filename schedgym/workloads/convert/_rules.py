@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from schedgym.errors import ConfigError, TraceError
+from schedgym.limits import MAX_AMOUNT, MAX_NODES, MAX_TIME, MIN_DURATION
 from schedgym.sim.job import JobSpec
 from schedgym.workloads.convert.report import ConversionReport
 from schedgym.workloads.trace import Workload
@@ -23,6 +24,29 @@ def check_nonnegative(rules: object, names: tuple[str, ...]) -> None:
         value = getattr(rules, name)
         if not finite(value) or value < 0:
             raise ConfigError(f"Expected {name} >= 0, got {value!r}")
+
+
+def check_times(rules: object, names: tuple[str, ...]) -> None:
+    """Every named field (seconds) is at most :data:`~schedgym.limits.MAX_TIME`, which the trace loader
+    enforces: a converter must not write what the loader rejects."""
+    for name in names:
+        value = getattr(rules, name)
+        if finite(value) and value > MAX_TIME:
+            raise ConfigError(f"Expected {name} <= {MAX_TIME:g} s (schedgym.limits.MAX_TIME), got {value!r}")
+
+
+def out_of_limits(duration: float, gpus: float, cpus: float, mem_gb: float, nodes: int) -> str | None:
+    """The reason (a report line) why a converted job would break :mod:`schedgym.limits`, or None. The
+    converters drop such rows and count them, so that they never write a trace the loader rejects."""
+    if not duration >= MIN_DURATION:
+        return f"duration under {MIN_DURATION:g} s (schedgym.limits.MIN_DURATION)"
+    if not duration <= MAX_TIME:
+        return f"duration over {MAX_TIME:g} s (schedgym.limits.MAX_TIME)"
+    if not max(gpus, cpus, mem_gb) <= MAX_AMOUNT:
+        return f"gpus, cpus or mem_gb over {MAX_AMOUNT:g} (schedgym.limits.MAX_AMOUNT)"
+    if nodes > MAX_NODES:
+        return f"more than {MAX_NODES:,} nodes (schedgym.limits.MAX_NODES)"
+    return None
 
 
 def check_window(rules: Any) -> None:
@@ -45,6 +69,14 @@ def finish(
         raise TraceError("no job left after conversion: " + str(report).replace("\n", "; "), path=path)
     t0 = start if start is not None else min(p[0] for p in parsed)
     parsed.sort(key=lambda p: (p[0], p[1]))
-    jobs = tuple(replace(job, submit_time=t - t0) for t, _, job in parsed)
-    report.kept = len(jobs)
-    return Workload(jobs, name=name, path=path, lines=tuple(p[1] for p in parsed)), report
+    late = f"submitted more than {MAX_TIME:g} s after the window start (schedgym.limits.MAX_TIME)"
+    kept = []
+    for t, line, job in parsed:
+        if not t - t0 <= MAX_TIME:
+            report.drop(late, line)
+            continue
+        kept.append((line, replace(job, submit_time=t - t0)))
+    if not kept:
+        raise TraceError("no job left after conversion: " + str(report).replace("\n", "; "), path=path)
+    report.kept = len(kept)
+    return Workload(tuple(j for _, j in kept), name=name, path=path, lines=tuple(ln for ln, _ in kept)), report

@@ -31,7 +31,9 @@ deletion_time, scheduled_time`` (times in seconds from the start of the trace). 
 Errors: a broken *file* raises :class:`TraceError` naming file, line, column and value (a missing column, a
 row with the wrong number of fields, a non-numeric value in a numeric column). A well-formed but unusable
 *row* (an empty required value, a non-positive duration, an inconsistent GPU request, an unknown ``qos``, a
-duplicate name, ...) is dropped and counted with its reason in the :class:`ConversionReport`. With a cluster
+duplicate name, a time < 0 or > 1e10 s, a value beyond :mod:`schedgym.limits`, ...) is dropped and counted
+with its reason in the :class:`ConversionReport`, so the output always loads with the trace reader. Numbers
+are ASCII decimal; the header may hold only the columns above. With a cluster
 given, :func:`convert_alibaba2023` also drops (and counts) the pods that fit no single node of it.
 
 Data notes (2023 file): ``pod_phase`` is the last phase recorded before deletion, and every pod has a
@@ -44,20 +46,18 @@ survivors, so without ``start`` the converted workload opens with a long, almost
 
 from __future__ import annotations
 
-import csv
-import io
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from schedgym._csvio import read_text
+from schedgym._csvio import CsvRows, number_problem
 from schedgym.errors import ConfigError, TraceError
+from schedgym.limits import MAX_NODES, MAX_TIME, check_amount
 from schedgym.sim.cluster import ClusterSpec, NodeSpec
 from schedgym.sim.job import JobClass, JobSpec
 from schedgym.sim.resources import fits_on
-from schedgym.workloads.convert._rules import check_nonnegative, check_window, finish
+from schedgym.workloads.convert._rules import check_nonnegative, check_times, check_window, finish, out_of_limits
 from schedgym.workloads.convert.report import ConversionReport
 from schedgym.workloads.trace import Workload
 
@@ -89,6 +89,7 @@ class AlibabaRules:
 
     def __post_init__(self) -> None:
         check_nonnegative(self, ("te_max_duration", "grace_te", "grace_be"))
+        check_times(self, ("grace_te", "grace_be"))
         check_window(self)
         if self.long_services_as not in LONG_SERVICES_AS:
             raise ConfigError(f"Expected long_services_as in {list(LONG_SERVICES_AS)}, got {self.long_services_as!r}")
@@ -96,37 +97,20 @@ class AlibabaRules:
             raise ConfigError(f"Expected round_fractional_gpus to be a bool, got {self.round_fractional_gpus!r}")
 
 
-def _reader(path: str, what: str, columns: tuple[str, ...]) -> csv.DictReader:
-    reader = csv.DictReader(io.StringIO(read_text(path, what), newline=""))
-    header = reader.fieldnames
-    if not header:
-        raise TraceError("empty file: expected a header row", path=path, line=1)
-    reader.fieldnames = [h.strip() for h in header]
-    for col in columns:
-        if col not in reader.fieldnames:
-            raise TraceError(f"missing required column '{col}' (header is {reader.fieldnames})", path=path, line=1)
-    return reader
-
-
-def _check_shape(row: dict, n_columns: int, path: str, line: int) -> None:
-    if None in row:
-        raise TraceError(f"expected {n_columns} fields, got {n_columns + len(row[None])}", path=path, line=line)
-    if any(v is None for v in row.values()):
-        raise TraceError(f"expected {n_columns} fields, the row is short", path=path, line=line)
+POD_OPTIONAL = ("gpu_spec", "pod_phase")  # documented columns the conversion does not read
+NODE_OPTIONAL: tuple[str, ...] = ()
 
 
 def _number(row: dict, col: str, path: str, line: int) -> float | None:
-    """The column's value; None when empty. Text that is not a finite number means the file is broken."""
-    raw = row[col].strip()
-    if raw == "":
+    """The column's value; None when empty. Text that is not a finite ASCII decimal number means the file
+    is broken."""
+    raw = row[col]
+    if raw.strip() == "":
         return None
-    try:
-        value = float(raw)
-    except ValueError:
-        raise TraceError("expected a number", path=path, line=line, column=col, value=row[col]) from None
-    if not math.isfinite(value):
-        raise TraceError("expected a finite number", path=path, line=line, column=col, value=row[col])
-    return value
+    problem = number_problem(raw)
+    if problem is not None:
+        raise TraceError(problem, path=path, line=line, column=col, value=raw)
+    return float(raw.strip(" \t"))
 
 
 def load_alibaba_cluster(node_path: str | Path) -> ClusterSpec:
@@ -137,36 +121,37 @@ def load_alibaba_cluster(node_path: str | Path) -> ClusterSpec:
     no resources) raises :class:`TraceError` naming file, line, column and value: a cluster is not repaired.
     """
     path = str(node_path)
-    reader = _reader(path, "Alibaba node list", NODE_COLUMNS)
+    rows = CsvRows(path, "Alibaba node list", required=NODE_COLUMNS, optional=NODE_OPTIONAL, max_rows=MAX_NODES,
+                   limit_name="MAX_NODES")  # fmt: skip
     nodes: list[NodeSpec] = []
     first_line: dict[str, int] = {}
-    try:
-        for row in reader:
-            line = reader.line_num
-            _check_shape(row, len(reader.fieldnames or ()), path, line)
-            values = {}
-            for col in ("gpu", "cpu_milli", "memory_mib"):
-                v = _number(row, col, path, line)
-                if v is None:
-                    raise TraceError("missing value", path=path, line=line, column=col, value=row[col])
-                if v < 0:
-                    raise TraceError("expected a number >= 0", path=path, line=line, column=col, value=row[col])
-                values[col] = v
-            name = row["sn"].strip()
-            if not name:
-                raise TraceError("empty node name", path=path, line=line, column="sn", value=row["sn"])
-            if name in first_line:
-                raise TraceError(f"duplicate node name (first on line {first_line[name]})", path=path, line=line,
-                                 column="sn", value=name)  # fmt: skip
-            first_line[name] = line
-            try:
-                node = NodeSpec(name, values["gpu"], values["cpu_milli"] / 1000, values["memory_mib"] / 1024,
-                                gpu_model=row["model"].strip())  # fmt: skip
-            except ConfigError as exc:
-                raise TraceError(str(exc), path=path, line=line) from None
-            nodes.append(node)
-    except csv.Error as exc:
-        raise TraceError(f"CSV syntax error: {exc}", path=path, line=reader.line_num) from None
+    for line, row in rows:
+        values = {}
+        for col in ("gpu", "cpu_milli", "memory_mib"):
+            v = _number(row, col, path, line)
+            if v is None:
+                raise TraceError("missing value", path=path, line=line, column=col, value=row[col])
+            if v < 0:
+                raise TraceError("expected a number >= 0", path=path, line=line, column=col, value=row[col])
+            scaled = v if col == "gpu" else v / (1000 if col == "cpu_milli" else 1024)
+            problem = check_amount(scaled)
+            if problem is not None:
+                raise TraceError(f"{problem} after conversion to {'gpus' if col == 'gpu' else col}", path=path,
+                                 line=line, column=col, value=row[col])  # fmt: skip
+            values[col] = v
+        name = row["sn"].strip()
+        if not name:
+            raise TraceError("empty node name", path=path, line=line, column="sn", value=row["sn"])
+        if name in first_line:
+            raise TraceError(f"duplicate node name (first on line {first_line[name]})", path=path, line=line,
+                             column="sn", value=name)  # fmt: skip
+        first_line[name] = line
+        try:
+            node = NodeSpec(name, values["gpu"], values["cpu_milli"] / 1000, values["memory_mib"] / 1024,
+                            gpu_model=row["model"].strip())  # fmt: skip
+        except ConfigError as exc:
+            raise TraceError(str(exc), path=path, line=line) from None
+        nodes.append(node)
     if not nodes:
         raise TraceError("the node list holds no nodes", path=path)
     return ClusterSpec(tuple(nodes), name=Path(path).stem)
@@ -180,80 +165,82 @@ def convert_alibaba2023(
     rules = rules or AlibabaRules()
     path = str(pod_path)
     report = ConversionReport(source=path)
-    reader = _reader(path, "Alibaba pod list", POD_COLUMNS)
+    rows = CsvRows(path, "Alibaba pod list", required=POD_COLUMNS, optional=POD_OPTIONAL)
     cap = cluster.capacity if cluster is not None else None
     seen: set[str] = set()
     parsed: list[tuple[float, int, JobSpec]] = []  # (creation_time, line, job with submit_time unset)
-    try:
-        for row in reader:
-            report.rows += 1
-            line = reader.line_num
-            _check_shape(row, len(reader.fieldnames or ()), path, line)
-            num = {col: _number(row, col, path, line) for col in POD_COLUMNS if col not in ("name", "qos")}
-            name = row["name"].strip()
-            if not name:
-                report.drop("empty pod name", line)
-                continue
-            if name in seen:
-                report.drop("duplicate pod name", line)
-                continue
-            created = num["creation_time"]
-            if created is None:
-                report.drop("creation_time missing", line)
-                continue
-            if (rules.start is not None and created < rules.start) or (rules.end is not None and created >= rules.end):
-                report.drop("outside the time window", line)
-                continue
-            scheduled, deleted = num["scheduled_time"], num["deletion_time"]
-            if scheduled is None:
-                report.drop("never scheduled", line)
-                continue
-            if deleted is None:
-                report.drop("deletion_time missing", line)
-                continue
-            duration = deleted - scheduled
-            if duration <= 0:
-                report.drop("duration (deletion_time - scheduled_time) <= 0", line)
-                continue
-            cpu_milli, memory_mib = num["cpu_milli"], num["memory_mib"]
-            if cpu_milli is None or memory_mib is None:
-                report.drop("cpu_milli or memory_mib missing", line)
-                continue
-            if cpu_milli < 0 or memory_mib < 0:
-                report.drop("cpu_milli or memory_mib < 0", line)
-                continue
-            gpus, changes = _gpus(num["num_gpu"], num["gpu_milli"], rules, report, line)
-            if gpus is None:
-                continue
-            cpus, mem_gb = cpu_milli / 1000, memory_mib / 1024
-            if gpus + cpus + mem_gb <= 0:
-                report.drop("requests no resources", line)
-                continue
-            qos = row["qos"].strip()
-            if qos not in QOS_CLASSES:
-                report.drop("unknown qos", line)
-                continue
-            if qos == "BE":
-                job_class = JobClass.BE
-            elif duration <= rules.te_max_duration:
-                job_class = JobClass.TE
-            elif rules.long_services_as == "drop":
-                report.drop("long-running service (qos not BE, duration > te_max_duration)", line)
-                continue
-            else:
-                job_class = JobClass.BE
-                changes.append("long-running service (qos not BE, duration > te_max_duration) taken as BE")
-            if cap is not None and not fits_on(cap, np.array([gpus, cpus, mem_gb])).any():
-                report.drop("fits no node of the cluster", line)
-                continue
-            seen.add(name)
-            for reason in changes:  # counted only now: a row that is dropped is not also counted as changed
-                report.change(reason, line)
-            grace = rules.grace_te if job_class == JobClass.TE else rules.grace_be
-            job = JobSpec(name, 0.0, duration, gpus, cpus, mem_gb, 1, job_class, grace)
-            parsed.append((created, line, job))
-    except csv.Error as exc:
-        raise TraceError(f"CSV syntax error: {exc}", path=path, line=reader.line_num) from None
+    for line, row in rows:
+        report.rows += 1
+        num = {col: _number(row, col, path, line) for col in POD_COLUMNS if col not in ("name", "qos")}
+        name = row["name"].strip()
+        if not name:
+            report.drop("empty pod name", line)
+            continue
+        if name in seen:
+            report.drop("duplicate pod name", line)
+            continue
+        created = num["creation_time"]
+        if created is None:
+            report.drop("creation_time missing", line)
+            continue
+        if (rules.start is not None and created < rules.start) or (rules.end is not None and created >= rules.end):
+            report.drop("outside the time window", line)
+            continue
+        scheduled, deleted = num["scheduled_time"], num["deletion_time"]
+        if scheduled is None:
+            report.drop("never scheduled", line)
+            continue
+        if deleted is None:
+            report.drop("deletion_time missing", line)
+            continue
+        if not all(0 <= t <= MAX_TIME for t in (created, scheduled, deleted)):
+            report.drop(f"a time < 0 or > {MAX_TIME:g} s (schedgym.limits.MAX_TIME)", line)
+            continue
+        duration = deleted - scheduled
+        if duration <= 0:
+            report.drop("duration (deletion_time - scheduled_time) <= 0", line)
+            continue
+        cpu_milli, memory_mib = num["cpu_milli"], num["memory_mib"]
+        if cpu_milli is None or memory_mib is None:
+            report.drop("cpu_milli or memory_mib missing", line)
+            continue
+        if cpu_milli < 0 or memory_mib < 0:
+            report.drop("cpu_milli or memory_mib < 0", line)
+            continue
+        gpus, changes = _gpus(num["num_gpu"], num["gpu_milli"], rules, report, line)
+        if gpus is None:
+            continue
+        cpus, mem_gb = cpu_milli / 1000, memory_mib / 1024
+        if gpus + cpus + mem_gb <= 0:
+            report.drop("requests no resources", line)
+            continue
+        qos = row["qos"].strip()
+        if qos not in QOS_CLASSES:
+            report.drop("unknown qos", line)
+            continue
+        if qos == "BE":
+            job_class = JobClass.BE
+        elif duration <= rules.te_max_duration:
+            job_class = JobClass.TE
+        elif rules.long_services_as == "drop":
+            report.drop("long-running service (qos not BE, duration > te_max_duration)", line)
+            continue
+        else:
+            job_class = JobClass.BE
+            changes.append("long-running service (qos not BE, duration > te_max_duration) taken as BE")
+        limit = out_of_limits(duration, gpus, cpus, mem_gb, 1)
+        if limit is not None:
+            report.drop(limit, line)
+            continue
+        if cap is not None and not fits_on(cap, np.array([gpus, cpus, mem_gb])).any():
+            report.drop("fits no node of the cluster", line)
+            continue
+        seen.add(name)
+        for reason in changes:  # counted only now: a row that is dropped is not also counted as changed
+            report.change(reason, line)
+        grace = rules.grace_te if job_class == JobClass.TE else rules.grace_be
+        job = JobSpec(name, 0.0, duration, gpus, cpus, mem_gb, 1, job_class, grace)
+        parsed.append((created, line, job))
     return finish(parsed, report, rules.start, path, "alibaba2023")
 
 

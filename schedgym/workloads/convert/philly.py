@@ -10,22 +10,24 @@ Source columns: ``timestamp`` (``YYYY-MM-DD HH:MM:SS``), ``duration`` (s), ``num
 - class: TE when ``duration <= te_max_duration`` and ``gpus <= te_max_gpus``, else BE;
 - grace period by GPU count: ``grace_small`` s for 1 GPU, ``grace_medium`` s up to ``gpus_per_node``,
   ``grace_large`` s above (published checkpoint costs range 7-62 s);
-- rows outside ``[start, end)``, without a parsable time, with a non-positive duration or GPU count are
-  dropped, each reason counted;
+- rows outside ``[start, end)``, without a parsable time (ASCII digits), with a non-positive duration or
+  GPU count, or beyond :mod:`schedgym.limits` (a duration under 1 ms or over 1e10 s, an amount over 1e6, a
+  submission more than 1e10 s after the window start) are dropped, each reason counted;
 - ``job_id`` = ``philly-<source line>``.
 """
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
-import io
 import math
+import re
 from dataclasses import dataclass
 
-from schedgym._csvio import read_text
+from schedgym._csvio import CsvRows, parse_number
 from schedgym.errors import ConfigError, TraceError
+from schedgym.limits import MAX_TIME
 from schedgym.sim.job import JobClass, JobSpec
+from schedgym.workloads.convert._rules import check_times, out_of_limits
 from schedgym.workloads.convert.report import ConversionReport
 from schedgym.workloads.trace import Workload
 
@@ -63,6 +65,7 @@ class PhillyRules:
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
                 raise ConfigError(f"Expected {name} >= 0, got {value!r}")
+        check_times(self, ("grace_small", "grace_medium", "grace_large"))
         if not isinstance(self.gpus_per_node, int) or self.gpus_per_node <= 0:
             raise ConfigError(f"Expected gpus_per_node > 0, got {self.gpus_per_node!r}")
         for name in ("start", "end"):
@@ -73,54 +76,67 @@ class PhillyRules:
 
 
 def parse_time(text: str, what: str) -> dt.datetime:
-    for fmt in (TIME_FORMAT, "%Y-%m-%d"):
-        try:
-            return dt.datetime.strptime(text.strip(), fmt)
-        except ValueError:
-            continue
+    """A rule's ``start`` or ``end``: ``YYYY-MM-DD`` or ``YYYY-MM-DD HH:MM:SS`` in ASCII digits."""
+    if isinstance(text, str) and _TIMESTAMP.fullmatch(text.strip()):
+        for fmt in (TIME_FORMAT, "%Y-%m-%d"):
+            try:
+                return dt.datetime.strptime(text.strip(), fmt)
+            except ValueError:
+                continue
     raise ConfigError(f"Expected {what} as 'YYYY-MM-DD' or 'YYYY-MM-DD HH:MM:SS', got {text!r}")
 
 
 def convert_philly(path: str, rules: PhillyRules | None = None) -> tuple[Workload, ConversionReport]:
     """Read the Philly CSV at ``path`` and convert it by ``rules``."""
     rules = rules or PhillyRules()
-    report = ConversionReport(source=str(path))
-    reader = csv.DictReader(io.StringIO(read_text(str(path), "Philly trace"), newline=""))
-    for col in ("timestamp", "duration", "num_gpus"):
-        if col not in (reader.fieldnames or []):
-            raise TraceError(f"missing required column '{col}' (header is {reader.fieldnames})", path=str(path), line=1)
+    path = str(path)
+    report = ConversionReport(source=path)
+    rows = CsvRows(
+        path, "Philly trace", required=("timestamp", "duration", "num_gpus"), optional=("gpu_time", "cluster")
+    )
     start = parse_time(rules.start, "start") if rules.start else None
     end = parse_time(rules.end, "end") if rules.end else None
     parsed: list[tuple[dt.datetime, float, float, int]] = []
-    for row in reader:
+    for line, row in rows:
         report.rows += 1
-        line = reader.line_num
-        try:
-            t = dt.datetime.strptime((row.get("timestamp") or "").strip(), TIME_FORMAT)
-        except ValueError:
+        t = _timestamp(row["timestamp"])
+        if t is None:
             report.drop("unparsable timestamp", line)
             continue
         if (start and t < start) or (end and t >= end):
             report.drop("outside the time window", line)
             continue
-        try:
-            duration = float(row.get("duration") or "nan")
-            gpus = float(row.get("num_gpus") or "nan")
-        except ValueError:
+        raw_duration, raw_gpus = row["duration"], row["num_gpus"]
+        if (raw_duration.strip() and parse_number(raw_duration) is None) or (
+            raw_gpus.strip() and parse_number(raw_gpus) is None
+        ):
             report.drop("non-numeric duration or num_gpus", line)
             continue
-        if not (math.isfinite(duration) and duration > 0):
+        duration = parse_number(raw_duration) if raw_duration.strip() else None
+        gpus = parse_number(raw_gpus) if raw_gpus.strip() else None
+        if duration is None or not duration > 0:
             report.drop("duration missing or <= 0", line)
             continue
-        if not (math.isfinite(gpus) and gpus > 0):
+        if gpus is None or not gpus > 0:
             report.drop("num_gpus missing or <= 0", line)
+            continue
+        nodes = max(1, math.ceil(gpus / rules.gpus_per_node))
+        limit = out_of_limits(duration, gpus, gpus * rules.cpus_per_gpu, gpus * rules.mem_gb_per_gpu, nodes)
+        if limit is not None:
+            report.drop(limit, line)
             continue
         parsed.append((t, duration, gpus, line))
     if not parsed:
-        raise TraceError("no job left after conversion: " + str(report).replace("\n", "; "), path=str(path))
+        raise TraceError("no job left after conversion: " + str(report).replace("\n", "; "), path=path)
     t0 = start or min(p[0] for p in parsed)
     jobs = []
+    lines = []
+    late = f"submitted more than {MAX_TIME:g} s after the window start (schedgym.limits.MAX_TIME)"
     for t, duration, gpus, line in sorted(parsed, key=lambda p: (p[0], p[3])):
+        submit = (t - t0).total_seconds()
+        if submit > MAX_TIME:
+            report.drop(late, line)
+            continue
         nodes = max(1, math.ceil(gpus / rules.gpus_per_node))
         if gpus % nodes:
             gpus = float(nodes * math.ceil(gpus / nodes))
@@ -135,7 +151,7 @@ def convert_philly(path: str, rules: PhillyRules | None = None) -> tuple[Workloa
         jobs.append(
             JobSpec(
                 job_id=f"philly-{line}",
-                submit_time=(t - t0).total_seconds(),
+                submit_time=submit,
                 duration=duration,
                 gpus=gpus,
                 cpus=gpus * rules.cpus_per_gpu,
@@ -145,5 +161,20 @@ def convert_philly(path: str, rules: PhillyRules | None = None) -> tuple[Workloa
                 grace_period=grace,
             )
         )
+        lines.append(line)
     report.kept = len(jobs)
-    return Workload(tuple(jobs), name="philly", path=str(path)), report
+    return Workload(tuple(jobs), name="philly", path=path, lines=tuple(lines)), report
+
+
+_TIMESTAMP = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}( [0-9]{2}:[0-9]{2}:[0-9]{2})?", re.ASCII)
+
+
+def _timestamp(text: str) -> dt.datetime | None:
+    """``YYYY-MM-DD HH:MM:SS`` in ASCII digits (strptime alone also takes other scripts' digits), or None."""
+    text = text.strip()
+    if _TIMESTAMP.fullmatch(text) is None or len(text) != 19:
+        return None
+    try:
+        return dt.datetime.strptime(text, TIME_FORMAT)
+    except ValueError:
+        return None

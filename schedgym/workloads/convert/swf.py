@@ -37,8 +37,10 @@ comments and blank lines are skipped; ``-1`` (any negative value) means "missing
 - ``job_id`` = ``swf-<job number>``.
 
 Errors: a broken *file* raises :class:`TraceError` naming file, line, field and value: a line without 18
-fields, a field that is not a number, a non-integer job number. A well-formed but unusable *line* is dropped
-and counted with its reason in the :class:`ConversionReport`.
+fields, a field that is not an ASCII decimal number, a non-integer job number. A well-formed but unusable
+*line* is dropped and counted with its reason in the :class:`ConversionReport`, and so is a job beyond
+:mod:`schedgym.limits` (a submit time over 1e10 s, a run time under 1 ms or over 1e10 s, an amount over
+1e6), so the output always loads with the trace reader.
 """
 
 from __future__ import annotations
@@ -47,10 +49,12 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from schedgym._csvio import read_text
+from schedgym import limits
+from schedgym._csvio import number_problem, read_text
 from schedgym.errors import ConfigError, TraceError
+from schedgym.limits import MAX_TIME
 from schedgym.sim.job import JobClass, JobSpec
-from schedgym.workloads.convert._rules import check_nonnegative, check_window, finish
+from schedgym.workloads.convert._rules import check_nonnegative, check_times, check_window, finish, out_of_limits
 from schedgym.workloads.convert.report import ConversionReport
 from schedgym.workloads.trace import Workload
 
@@ -95,6 +99,7 @@ class SwfRules:
             self,
             ("te_max_duration", "te_max_procs", "gpus_per_processor", "mem_gb_per_processor", "grace_te", "grace_be"),
         )
+        check_times(self, ("grace_te", "grace_be"))
         check_window(self)
         if (
             not isinstance(self.procs_per_node, int)
@@ -136,14 +141,10 @@ def _parse_line(text: str, path: str, line: int) -> list[float]:
         raise TraceError(f"expected {len(FIELDS)} whitespace-separated fields, got {len(tokens)}", path=path, line=line)
     values = []
     for i, token in enumerate(tokens):
-        column = f"field {i + 1} ({FIELDS[i]})"
-        try:
-            v = float(token)
-        except ValueError:
-            raise TraceError("expected a number", path=path, line=line, column=column, value=token) from None
-        if not math.isfinite(v):
-            raise TraceError("expected a finite number", path=path, line=line, column=column, value=token)
-        values.append(v)
+        problem = number_problem(token)
+        if problem is not None:
+            raise TraceError(problem, path=path, line=line, column=f"field {i + 1} ({FIELDS[i]})", value=token)
+        values.append(float(token))
     if values[0] != int(values[0]):
         raise TraceError("expected an integer job number", path=path, line=line, column="field 1 (job number)",
                          value=tokens[0])  # fmt: skip
@@ -162,11 +163,17 @@ def convert_swf(path: str | Path, rules: SwfRules | None = None) -> tuple[Worklo
         if not stripped or stripped.startswith(";"):
             continue
         report.rows += 1
+        if report.rows > limits.MAX_ROWS:
+            problem = f"more than {limits.MAX_ROWS:,} jobs (schedgym.limits.MAX_ROWS); split the file"
+            raise TraceError(problem, path=path, line=line)
         f = _parse_line(stripped, path, line)
         number, submit, run, alloc, used_mem, req_procs, req_time, req_mem, status = (
             int(f[0]), f[1], f[3], f[4], f[6], f[7], f[8], f[9], f[10])  # fmt: skip
         if submit < 0:
             report.drop("submit time missing", line)
+            continue
+        if submit > MAX_TIME:
+            report.drop(f"submit time over {MAX_TIME:g} s (schedgym.limits.MAX_TIME)", line)
             continue
         if (rules.start is not None and submit < rules.start) or (rules.end is not None and submit >= rules.end):
             report.drop("outside the time window", line)
@@ -210,6 +217,10 @@ def convert_swf(path: str | Path, rules: SwfRules | None = None) -> tuple[Worklo
         else:
             mem_gb = rules.mem_gb_per_processor * total_procs
             report.change("memory missing, mem_gb_per_processor imputed", line)
+        limit = out_of_limits(run, total_procs * rules.gpus_per_processor, float(total_procs), mem_gb, nodes)
+        if limit is not None:
+            report.drop(limit, line)
+            continue
         te_time = req_time if rules.te_time == "requested" and req_time > 0 else run
         te = te_time <= rules.te_max_duration and total_procs <= rules.te_max_procs
         seen.add(number)
