@@ -51,11 +51,11 @@ def expect_config_error(factory, *parts: str) -> ConfigError:
         ({"submit_time": -1.0}, "submit_time >= 0", "-1.0"),
         ({"submit_time": math.inf}, "submit_time >= 0", "inf"),
         ({"submit_time": math.nan}, "submit_time >= 0", "nan"),
-        ({"duration": 0}, "duration > 0", "0.0"),
-        ({"duration": 0.0}, "duration > 0", "0.0"),
-        ({"duration": -5}, "duration > 0", "-5.0"),
-        ({"duration": math.inf}, "duration > 0", "inf"),
-        ({"duration": math.nan}, "duration > 0", "nan"),
+        ({"duration": 0}, "duration >= 0.001", "0.0"),
+        ({"duration": 0.0}, "duration >= 0.001", "0.0"),
+        ({"duration": -5}, "duration >= 0.001", "-5.0"),
+        ({"duration": math.inf}, "duration >= 0.001", "inf"),
+        ({"duration": math.nan}, "duration >= 0.001", "nan"),
         ({"duration": "100"}, "duration", "'100'"),
         ({"duration": None}, "duration", "None"),
         ({"gpus": -1.0}, "gpus >= 0", "-1.0"),
@@ -86,8 +86,18 @@ def test_jobspec_rejects(overrides, expected, actual):
 
 
 def test_jobspec_message_style():
-    with pytest.raises(ConfigError, match=r"^Job 'a': expected duration > 0, got 0\.0$"):
+    with pytest.raises(
+        ConfigError, match=r"^Job 'a': expected duration >= 0\.001 s \(schedgym\.limits\.MIN_DURATION\), got 0\.0$"
+    ):
         job(duration=0.0)
+    with pytest.raises(
+        ConfigError, match=r"^Job 'a': expected submit_time <= 1e\+10 s \(schedgym\.limits\.MAX_TIME\), got 1e\+16$"
+    ):
+        job(submit_time=1e16)
+    with pytest.raises(
+        ConfigError, match=r"^Job 'a': expected gpus <= 1e\+06 \(schedgym\.limits\.MAX_AMOUNT\), got 2000000\.0$"
+    ):
+        job(gpus=2e6)
 
 
 def test_jobspec_accepts_numpy_scalars_and_stores_python_scalars():
@@ -147,9 +157,9 @@ def test_default_grace_period_is_the_trace_default(tmp_path):
 @pytest.mark.parametrize(
     ("overrides", "expected"),
     [
-        ({"duration": 0.0}, "duration > 0"),
+        ({"duration": 0.0}, "duration >= 0.001"),
         ({"gang_size": 0}, "gang_size >= 1"),
-        ({"duration": -5.0}, "duration > 0"),
+        ({"duration": -5.0}, "duration >= 0.001"),
         ({"grace_period": -100.0}, "grace_period >= 0"),
     ],
 )
@@ -163,7 +173,7 @@ def test_simulator_never_sees_a_bad_job(overrides, expected):
 def test_environment_workload_option_cannot_carry_a_bad_job():
     env = gym.make("schedgym/Preemption-v0")
     try:
-        with pytest.raises(ConfigError, match="duration > 0"):
+        with pytest.raises(ConfigError, match="duration >= 0.001"):
             env.reset(options={"workload": Workload((be("b", 0, 100, 2), JobSpec("t", 5.0, 0.0, 2.0)))})
         with pytest.raises(ConfigError, match="grace_period >= 0"):
             env.reset(options={"workload": Workload((be("b", 0, 100, 2, grace=-100),))})

@@ -13,6 +13,7 @@ from typing import Any, overload
 import numpy as np
 
 from schedgym.errors import ConfigError
+from schedgym.limits import MAX_AMOUNT, MAX_NODES, MAX_TIME, MIN_DURATION
 from schedgym.sim.resources import EPS
 
 # Order of the resource axes everywhere in schedgym (arrays of shape (..., 3)).
@@ -76,32 +77,37 @@ class JobSpec:
             if not (isinstance(job_id, str) and job_id.strip()):
                 raise ConfigError(f"Expected job_id to be a non-empty string, got {job_id!r}")
             object.__setattr__(self, "job_id", str(job_id))  # a str subclass such as numpy.str_
+        # Upper bounds (schedgym.limits): the range in which the simulator's float arithmetic stays exact enough.
         v = self.submit_time
-        if type(v) is not float or not 0.0 <= v < _INF:
-            _set_float(self, "submit_time", v, ">= 0")
+        if type(v) is not float or not 0.0 <= v <= MAX_TIME:
+            _set_float(self, "submit_time", v, 0.0, MAX_TIME)
         v = self.duration
-        if type(v) is not float or not 0.0 < v < _INF:
-            _set_float(self, "duration", v, "> 0")
+        if type(v) is not float or not MIN_DURATION <= v <= MAX_TIME:
+            _set_float(self, "duration", v, MIN_DURATION, MAX_TIME)
         v = self.gpus
-        if type(v) is not float or not 0.0 <= v < _INF:
-            _set_float(self, "gpus", v, ">= 0")
+        if type(v) is not float or not 0.0 <= v <= MAX_AMOUNT:
+            _set_float(self, "gpus", v, 0.0, MAX_AMOUNT)
         v = self.cpus
-        if type(v) is not float or not 0.0 <= v < _INF:
-            _set_float(self, "cpus", v, ">= 0")
+        if type(v) is not float or not 0.0 <= v <= MAX_AMOUNT:
+            _set_float(self, "cpus", v, 0.0, MAX_AMOUNT)
         v = self.mem_gb
-        if type(v) is not float or not 0.0 <= v < _INF:
-            _set_float(self, "mem_gb", v, ">= 0")
+        if type(v) is not float or not 0.0 <= v <= MAX_AMOUNT:
+            _set_float(self, "mem_gb", v, 0.0, MAX_AMOUNT)
         v = self.grace_period
-        if type(v) is not float or not 0.0 <= v < _INF:
-            _set_float(self, "grace_period", v, ">= 0")
+        if type(v) is not float or not 0.0 <= v <= MAX_TIME:
+            _set_float(self, "grace_period", v, 0.0, MAX_TIME)
         if self.gpus + self.cpus + self.mem_gb <= 0.0:
             raise ConfigError(f"Job {self.job_id!r} requests no resources (gpus, cpus and mem_gb are all 0)")
         k = self.gang_size
-        if type(k) is not int or k < 1:
+        if type(k) is not int or not 1 <= k <= MAX_NODES:
             if isinstance(k, (bool, np.bool_)) or not isinstance(k, numbers.Integral):
                 raise ConfigError(f"Job {self.job_id!r}: expected gang_size to be an integer >= 1, got {k!r}")
             if k < 1:
                 raise ConfigError(f"Job {self.job_id!r}: expected gang_size >= 1, got {k!r}")
+            if k > MAX_NODES:
+                raise ConfigError(
+                    f"Job {self.job_id!r}: expected gang_size <= {MAX_NODES:,} (schedgym.limits.MAX_NODES), got {k!r}"
+                )
             object.__setattr__(self, "gang_size", int(k))
         c = self.job_class
         if type(c) is not JobClass:
@@ -118,12 +124,13 @@ class JobSpec:
         return (self.gpus / k, self.cpus / k, self.mem_gb / k)
 
 
-_INF = math.inf
 
 
-def _set_float(spec: JobSpec, field: str, value: object, bound: str) -> None:
-    """The slow path of :meth:`JobSpec.__post_init__` for one float field: reject ``value`` with a message, or
-    store it as a Python float (it was an int or a numpy scalar)."""
+def _set_float(spec: JobSpec, field: str, value: object, lo: float, hi: float) -> None:
+    """The slow path of :meth:`JobSpec.__post_init__` for one float field, whose range is ``[lo, hi]`` (``> 0``
+    instead of ``>= 0`` for a duration): reject ``value`` with a message, or store it as a Python float (it was
+    an int or a numpy scalar)."""
+    bound = f">= {lo:g}" if lo > 0.0 else ">= 0"
     if isinstance(value, bool) or not (
         isinstance(value, (float, int, np.floating, np.integer))
         or (isinstance(value, numbers.Real) and not isinstance(value, np.bool_))
@@ -132,8 +139,12 @@ def _set_float(spec: JobSpec, field: str, value: object, bound: str) -> None:
     v = float(value)
     if not math.isfinite(v):
         raise ConfigError(f"Job {spec.job_id!r}: expected {field} {bound} (finite), got {v!r}")
-    if not (v > 0.0 if bound == "> 0" else v >= 0.0):
-        raise ConfigError(f"Job {spec.job_id!r}: expected {field} {bound}, got {v!r}")
+    if not v >= lo:
+        limit = " s (schedgym.limits.MIN_DURATION)" if lo > 0.0 else ""
+        raise ConfigError(f"Job {spec.job_id!r}: expected {field} {bound}{limit}, got {v!r}")
+    if not v <= hi:
+        name, unit = ("MAX_TIME", " s") if hi == MAX_TIME else ("MAX_AMOUNT", "")
+        raise ConfigError(f"Job {spec.job_id!r}: expected {field} <= {hi:g}{unit} (schedgym.limits.{name}), got {v!r}")
     object.__setattr__(spec, field, v)
 
 
@@ -385,17 +396,20 @@ def _first_invalid(floats: np.ndarray, gang: np.ndarray, cls: np.ndarray) -> int
     lo, hi = floats.min(axis=1), floats.max(axis=1)  # numpy's min and max propagate NaN; Python's do not
     if (
         float(lo.min()) >= 0.0
-        and float(hi.max()) < _INF
-        and float(lo[1]) > 0.0  # duration
+        and float(hi[[0, 1, 5]].max()) <= MAX_TIME  # submit_time, duration, grace_period
+        and float(hi[2:5].max()) <= MAX_AMOUNT  # gpus, cpus, mem_gb
+        and float(lo[1]) >= MIN_DURATION
         and float(total.min()) > 0.0
         and int(gang.min()) >= 1
+        and int(gang.max()) <= MAX_NODES
         and 0 <= int(cls.min())
         and int(cls.max()) <= 1
     ):
         return len(s)
     ok = (
-        (s >= 0.0) & (s < _INF) & (d > 0.0) & (d < _INF) & (g >= 0.0) & (g < _INF) & (c >= 0.0) & (c < _INF)
-        & (m >= 0.0) & (m < _INF) & (gr >= 0.0) & (gr < _INF) & (total > 0.0) & (gang >= 1) & ((cls == 0) | (cls == 1))
+        (s >= 0.0) & (s <= MAX_TIME) & (d >= MIN_DURATION) & (d <= MAX_TIME) & (g >= 0.0) & (g <= MAX_AMOUNT)
+        & (c >= 0.0) & (c <= MAX_AMOUNT) & (m >= 0.0) & (m <= MAX_AMOUNT) & (gr >= 0.0) & (gr <= MAX_TIME)
+        & (total > 0.0) & (gang >= 1) & (gang <= MAX_NODES) & ((cls == 0) | (cls == 1))
     )  # fmt: skip
     return int(np.argmin(ok))
 
