@@ -101,7 +101,7 @@ def test_maskable_ppo_trains_on_the_adapter():
 
     from agents.vec_env import SB3VecEnv
 
-    venv = SB3VecEnv(make(2))
+    venv = SB3VecEnv(make(2, n_threads=2, **LOCKSTEP))
     assert is_masking_supported(venv)
     venv.seed(0)
     obs = venv.reset()
@@ -230,6 +230,7 @@ def run_lockstep(
         expected = singles.step(actions)
         where = f"step {t}"
         assert got[0].dtype == np.float32 and got[0].tolist() == expected[0].tolist(), where
+        assert venv.observation_space.contains(got[0]), where
         for g, e in zip(got[1:4], expected[1:4], strict=True):
             assert g.dtype == e.dtype and g.tolist() == e.tolist(), where
         assert_same_infos(got[4], expected[4], where)
@@ -382,3 +383,32 @@ def test_sub_environments_driven_from_outside_are_followed():
         assert info["decisions"][1] == expected_info["decisions"]
         if term:
             break
+
+
+def test_the_adapter_matches_stable_baselines3s_own_vec_env_over_single_environments():
+    """SB3VecEnv over the vector environment gives what DummyVecEnv gives over single environments: the same
+    observations (the next episode's first at once), rewards, dones, final observations and masks."""
+    pytest.importorskip("stable_baselines3")
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from agents.vec_env import SB3VecEnv
+
+    kwargs = {**SMALL, **LOCKSTEP}
+    mine = SB3VecEnv(make(3, n_threads=2, **LOCKSTEP))
+    theirs = DummyVecEnv([lambda: PreemptionEnv(**kwargs) for _ in range(3)])
+    for venv in (mine, theirs):
+        venv.seed(3)
+    assert mine.reset().tolist() == theirs.reset().tolist()
+    rng = np.random.default_rng(3)
+    ends = 0
+    for t in range(80):
+        masks = mine.env_method("action_masks")
+        assert [m.tolist() for m in masks] == [m.tolist() for m in theirs.env_method("action_masks")], f"step {t}"
+        actions = legal(np.stack(masks), rng)
+        got, expected = mine.step(actions), theirs.step(actions)
+        for g, e in zip(got[:3], expected[:3], strict=True):
+            assert g.dtype == e.dtype and g.tolist() == e.tolist(), f"step {t}"
+        for i in np.flatnonzero(got[2]):
+            ends += 1
+            assert got[3][i]["terminal_observation"].tolist() == expected[3][i]["terminal_observation"].tolist()
+    assert ends > 3

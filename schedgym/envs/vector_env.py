@@ -357,39 +357,36 @@ class _NativeBatch:
         """The step's info dict, as ``VectorEnv._add_info`` builds it from every sub-environment's info (the
         same keys, dtypes and ``_name`` masks)."""
         n = len(envs)
-
-        def present() -> np.ndarray:
-            return np.ones(n, dtype=bool)
-
         te_job = np.full(n, None, dtype=object)
         for i, j in enumerate(self.te_job.tolist()):
             if j >= 0:
                 te_job[i] = envs[i]._workload.jobs[j].job_id  # as PreemptionEnv._info names it
-        parts = self.parts
+        parts = self.parts.T.copy()  # one copy for the three parts' arrays
+        present = np.ones((11, n), dtype=bool)  # one allocation for the eleven "_key" masks
         return {
             "sim_time": self.sim_time.copy(),
-            "_sim_time": present(),
+            "_sim_time": present[0],
             "interval": self.interval.copy(),
-            "_interval": present(),
+            "_interval": present[1],
             "action_mask": self.mask.copy(),
-            "_action_mask": present(),
+            "_action_mask": present[2],
             "reward_parts": {
-                "te_slowdown": parts[:, 0].copy(),
-                "_te_slowdown": present(),
-                "be_slowdown": parts[:, 1].copy(),
-                "_be_slowdown": present(),
-                "preemption": parts[:, 2].copy(),
-                "_preemption": present(),
+                "te_slowdown": parts[0],
+                "_te_slowdown": present[3],
+                "be_slowdown": parts[1],
+                "_be_slowdown": present[4],
+                "preemption": parts[2],
+                "_preemption": present[5],
             },
-            "_reward_parts": present(),
+            "_reward_parts": present[6],
             "te_job": te_job,
-            "_te_job": present(),
+            "_te_job": present[7],
             "n_candidates": self.n_candidates.copy(),
-            "_n_candidates": present(),
+            "_n_candidates": present[8],
             "decisions": self.decisions.copy(),
-            "_decisions": present(),
+            "_decisions": present[9],
             "preemptions": self.preemptions.copy(),
-            "_preemptions": present(),
+            "_preemptions": present[10],
         }
 
 
