@@ -5,6 +5,11 @@
 #include <stdexcept>
 #include <string>
 
+#if defined(__linux__)
+#include <pthread.h>
+#include <sched.h>
+#endif
+
 namespace schedgym {
 
 BatchStepper::BatchStepper(int n_envs, int max_candidates, const RewardConfig& reward, int n_threads,
@@ -89,6 +94,13 @@ void BatchStepper::work() {
 }
 
 void BatchStepper::worker_loop() {
+#if defined(__linux__)
+  // SCHED_BATCH: a worker woken by begin() does not preempt the thread that woke it. On a machine whose cores
+  // are all busy it would otherwise often take the caller's core, and the caller's Python (the resets that
+  // begin() is there to overlap) would wait for it. Best effort: the policy changes nothing else.
+  sched_param param{};
+  pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);
+#endif
   uint64_t seen = 0;
   for (;;) {
     {
