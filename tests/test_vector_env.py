@@ -412,3 +412,33 @@ def test_the_adapter_matches_stable_baselines3s_own_vec_env_over_single_environm
             ends += 1
             assert got[3][i]["terminal_observation"].tolist() == expected[3][i]["terminal_observation"].tolist()
     assert ends > 3
+
+
+def test_the_batch_stepper_checks_its_arrays_and_its_calls(engine):
+    if engine == "python":
+        pytest.skip("the batch stepper is the native engine's")
+    from schedgym.sim import _engine  # type: ignore[attr-defined]
+
+    venv = make(2)
+    venv.reset(seed=0)
+    batch = venv._batch
+    arrays = {name: getattr(batch, name) for name in ("actions", "skip", "obs", "mask", "reward", "parts")}
+    arrays.update({name: getattr(batch, name) for name in ("terminated", "resolved", "sim_time", "interval")})
+    arrays.update({name: getattr(batch, name) for name in ("te_job", "n_candidates", "preemptions", "decisions")})
+    arrays["last_accrued"] = batch.last_accrued
+    settings = {"te_weight": 1.0, "be_weight": 1.0, "preemption_cost": 0.0, "bounded": False, "threads": 1}
+    m = SMALL["max_candidates"]
+    _engine.BatchStepper(2, m, **settings, arrays=arrays)  # the arrays as the vector environment makes them
+    with pytest.raises(ValueError, match=r"Expected obs to have shape \(2, "):
+        _engine.BatchStepper(2, m, **settings, arrays={**arrays, "obs": batch.obs[:, :-1].copy()})
+    with pytest.raises(ValueError, match="Missing batch array 'mask'"):
+        _engine.BatchStepper(2, m, **settings, arrays={k: v for k, v in arrays.items() if k != "mask"})
+    with pytest.raises(TypeError, match="Expected obs to be a C-contiguous numpy array of float32"):
+        _engine.BatchStepper(2, m, **settings, arrays={**arrays, "obs": batch.obs.astype(np.float64)})
+    with pytest.raises(RuntimeError, match="finish"):
+        batch.stepper.finish()
+    batch.skip[:] = True  # a step that steps nobody
+    batch.stepper.begin()
+    with pytest.raises(RuntimeError, match="begin"):
+        batch.stepper.begin()
+    batch.stepper.finish()

@@ -16,7 +16,8 @@ BatchStepper::BatchStepper(int n_envs, int max_candidates, const RewardConfig& r
                            const BatchBuffers& buf)
     : n_envs_(n_envs), max_candidates_(max_candidates), reward_(reward), buf_(buf) {
   if (n_envs < 1) throw std::invalid_argument("Expected n_envs >= 1, got " + std::to_string(n_envs));
-  if (max_candidates < 1) throw std::invalid_argument("Expected max_candidates >= 1, got " + std::to_string(max_candidates));
+  if (max_candidates < 1)
+    throw std::invalid_argument("Expected max_candidates >= 1, got " + std::to_string(max_candidates));
   if (n_threads < 0) throw std::invalid_argument("Expected n_threads >= 0, got " + std::to_string(n_threads));
   if (n_threads == 0) n_threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   // More threads than sub-environments would only wait.

@@ -169,8 +169,10 @@ struct PyBatch {
 
 // One array of the batch: C-contiguous, of the given dtype, with n rows of `cols` values (cols == 0: 1-D).
 template <typename T>
-T* batch_array(PyBatch& b, nb::handle obj, const char* name, size_t n, size_t cols) {
-  auto a = nb::cast<nb::ndarray<T, nb::c_contig, nb::device::cpu>>(obj, false);
+T* batch_array(PyBatch& b, nb::handle obj, const char* name, const char* dtype, size_t n, size_t cols) {
+  nb::ndarray<T, nb::c_contig, nb::device::cpu> a;
+  if (!nb::try_cast(obj, a, false))  // no conversion: the stepper writes into these very arrays
+    throw nb::type_error((std::string("Expected ") + name + " to be a C-contiguous numpy array of " + dtype).c_str());
   bool ok = cols ? (a.ndim() == 2 && a.shape(0) == n && a.shape(1) == cols) : (a.ndim() == 1 && a.shape(0) == n);
   if (!ok)
     throw std::invalid_argument(std::string("Expected ") + name + " to have shape (" + std::to_string(n) +
@@ -181,10 +183,12 @@ T* batch_array(PyBatch& b, nb::handle obj, const char* name, size_t n, size_t co
 
 void init_batch(PyBatch* self, int64_t n_envs, int64_t max_candidates, double te_weight, double be_weight,
                 double preemption_cost, bool bounded, int64_t threads, nb::dict arrays) {
-  if (n_envs < 1 || n_envs > (1 << 20)) throw std::invalid_argument("Expected 1 <= n_envs <= 2**20, got " + std::to_string(n_envs));
+  if (n_envs < 1 || n_envs > (1 << 20))
+    throw std::invalid_argument("Expected 1 <= n_envs <= 2**20, got " + std::to_string(n_envs));
   if (max_candidates < 1 || max_candidates > (1 << 20))
     throw std::invalid_argument("Expected 1 <= max_candidates <= 2**20, got " + std::to_string(max_candidates));
-  if (threads < 0 || threads > 1024) throw std::invalid_argument("Expected 0 <= threads <= 1024, got " + std::to_string(threads));
+  if (threads < 0 || threads > 1024)
+    throw std::invalid_argument("Expected 0 <= threads <= 1024, got " + std::to_string(threads));
   const size_t n = static_cast<size_t>(n_envs), a = static_cast<size_t>(max_candidates) + 1;
   const size_t o = static_cast<size_t>(schedgym::OBS_HEAD + schedgym::OBS_ROW * max_candidates);
   PyBatch b;
@@ -193,21 +197,21 @@ void init_batch(PyBatch* self, int64_t n_envs, int64_t max_candidates, double te
     return arrays[key];
   };
   schedgym::BatchBuffers buf;
-  buf.actions = batch_array<int64_t>(b, get("actions"), "actions", n, 0);
-  buf.skip = batch_array<bool>(b, get("skip"), "skip", n, 0);
-  buf.obs = batch_array<float>(b, get("obs"), "obs", n, o);
-  buf.mask = batch_array<bool>(b, get("mask"), "mask", n, a);
-  buf.reward = batch_array<double>(b, get("reward"), "reward", n, 0);
-  buf.parts = batch_array<double>(b, get("parts"), "parts", n, 3);
-  buf.terminated = batch_array<bool>(b, get("terminated"), "terminated", n, 0);
-  buf.resolved = batch_array<bool>(b, get("resolved"), "resolved", n, 0);
-  buf.sim_time = batch_array<double>(b, get("sim_time"), "sim_time", n, 0);
-  buf.interval = batch_array<double>(b, get("interval"), "interval", n, 0);
-  buf.te_job = batch_array<int64_t>(b, get("te_job"), "te_job", n, 0);
-  buf.n_candidates = batch_array<int64_t>(b, get("n_candidates"), "n_candidates", n, 0);
-  buf.preemptions = batch_array<int64_t>(b, get("preemptions"), "preemptions", n, 0);
-  buf.decisions = batch_array<int64_t>(b, get("decisions"), "decisions", n, 0);
-  buf.last_accrued = batch_array<double>(b, get("last_accrued"), "last_accrued", n, 2);
+  buf.actions = batch_array<int64_t>(b, get("actions"), "actions", "int64", n, 0);
+  buf.skip = batch_array<bool>(b, get("skip"), "skip", "bool", n, 0);
+  buf.obs = batch_array<float>(b, get("obs"), "obs", "float32", n, o);
+  buf.mask = batch_array<bool>(b, get("mask"), "mask", "bool", n, a);
+  buf.reward = batch_array<double>(b, get("reward"), "reward", "float64", n, 0);
+  buf.parts = batch_array<double>(b, get("parts"), "parts", "float64", n, 3);
+  buf.terminated = batch_array<bool>(b, get("terminated"), "terminated", "bool", n, 0);
+  buf.resolved = batch_array<bool>(b, get("resolved"), "resolved", "bool", n, 0);
+  buf.sim_time = batch_array<double>(b, get("sim_time"), "sim_time", "float64", n, 0);
+  buf.interval = batch_array<double>(b, get("interval"), "interval", "float64", n, 0);
+  buf.te_job = batch_array<int64_t>(b, get("te_job"), "te_job", "int64", n, 0);
+  buf.n_candidates = batch_array<int64_t>(b, get("n_candidates"), "n_candidates", "int64", n, 0);
+  buf.preemptions = batch_array<int64_t>(b, get("preemptions"), "preemptions", "int64", n, 0);
+  buf.decisions = batch_array<int64_t>(b, get("decisions"), "decisions", "int64", n, 0);
+  buf.last_accrued = batch_array<double>(b, get("last_accrued"), "last_accrued", "float64", n, 2);
   if (nb::len(arrays) != b.arrays.size()) throw std::invalid_argument("Unknown batch arrays");
   schedgym::RewardConfig reward{te_weight, be_weight, preemption_cost, bounded};
   auto stepper = std::make_unique<schedgym::BatchStepper>(static_cast<int>(n_envs), static_cast<int>(max_candidates),
