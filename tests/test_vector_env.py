@@ -4,7 +4,9 @@ the stable-baselines3 adapter MaskablePPO trains on."""
 from __future__ import annotations
 
 import copy
+import os
 import pickle
+import time
 from typing import Any
 
 import gymnasium as gym
@@ -442,3 +444,32 @@ def test_the_batch_stepper_checks_its_arrays_and_its_calls(engine):
     with pytest.raises(RuntimeError, match="begin"):
         batch.stepper.begin()
     batch.stepper.finish()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_a_forked_child_steps_and_closes_a_vector_env_it_inherited():
+    """The child has the parent's memory but not its worker threads: it steps alone, and closing the vector
+    environment (which stops the workers in the parent) neither waits for them nor aborts."""
+    venv = make(3, n_threads=2, **LOCKSTEP)
+    venv.reset(seed=0)
+    venv.step(np.zeros(3, dtype=np.int64))
+    pid = os.fork()
+    if pid == 0:  # the child: report through the exit code, never return into pytest
+        code = 1
+        try:
+            for _ in range(10):
+                venv.step(np.zeros(3, dtype=np.int64))
+            venv.close()
+            code = 0
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 60
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done[0] == 0:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child hung")
+    assert os.waitstatus_to_exitcode(done[1]) == 0
+    venv.step(np.zeros(3, dtype=np.int64))  # the parent's workers are still there
+    venv.close()

@@ -9,6 +9,23 @@
 #include <pthread.h>
 #include <sched.h>
 #endif
+#if defined(__unix__) || defined(__APPLE__)
+#include <unistd.h>
+#endif
+
+namespace {
+
+// The process id, where there is fork(): a child forked from a process that has a stepper has its memory but
+// not its worker threads.
+long process_id() {
+#if defined(__unix__) || defined(__APPLE__)
+  return static_cast<long>(getpid());
+#else
+  return 0;
+#endif
+}
+
+}  // namespace
 
 namespace schedgym {
 
@@ -24,16 +41,28 @@ BatchStepper::BatchStepper(int n_envs, int max_candidates, const RewardConfig& r
   n_threads_ = std::min(n_threads, n_envs);
   slots_.resize(n_envs);
   errors_.resize(n_envs);
-  for (int t = 1; t < n_threads_; ++t) workers_.emplace_back(&BatchStepper::worker_loop, this);
+  pid_ = process_id();
+  if (n_threads_ > 1) {
+    pool_ = std::make_unique<Pool>();
+    for (int t = 1; t < n_threads_; ++t) pool_->workers.emplace_back(&BatchStepper::worker_loop, this);
+  }
 }
 
 BatchStepper::~BatchStepper() {
-  {
-    std::lock_guard<std::mutex> lock(pool_mu_);
-    stop_ = true;
+  if (!pool_) return;
+  if (process_id() != pid_) {
+    // A forked child: the workers live in the parent only. Joining them would abort, and destroying the
+    // condition variables they wait on would block forever, so the pool is left undestroyed (a small leak,
+    // in a process that inherited it).
+    pool_.release();
+    return;
   }
-  wake_.notify_all();
-  for (std::thread& t : workers_) t.join();
+  {
+    std::lock_guard<std::mutex> lock(pool_->mu);
+    pool_->stop = true;
+  }
+  pool_->wake.notify_all();
+  for (std::thread& t : pool_->workers) t.join();
 }
 
 void BatchStepper::attach(int i, EnvCore* core, Engine* engine, std::mutex* mu) {
@@ -57,24 +86,26 @@ void BatchStepper::begin() {
   }
   next_.store(0);
   running_ = true;
-  if (workers_.empty()) return;
+  pooled_ = pool_ && process_id() == pid_;  // a forked child steps alone
+  if (!pooled_) return;
   {
-    std::lock_guard<std::mutex> lock(pool_mu_);
-    ++generation_;
-    open_ = true;
+    std::lock_guard<std::mutex> lock(pool_->mu);
+    ++pool_->generation;
+    pool_->open = true;
   }
-  wake_.notify_all();
+  pool_->wake.notify_all();
 }
 
 void BatchStepper::finish() {
   if (!running_) throw std::logic_error("finish() called without begin()");
   work();
-  if (!workers_.empty()) {
+  if (pooled_) {
     // Every sub-environment has been taken; wait only for the workers still stepping one. A worker that has
     // not woken up yet (on a busy machine) finds the step closed and goes back to sleep.
-    std::unique_lock<std::mutex> lock(pool_mu_);
-    open_ = false;
-    done_.wait(lock, [this] { return busy_ == 0; });
+    Pool& p = *pool_;
+    std::unique_lock<std::mutex> lock(p.mu);
+    p.open = false;
+    p.done.wait(lock, [&p] { return p.busy == 0; });
   }
   running_ = false;
   for (int i = 0; i < n_envs_; ++i)
@@ -102,20 +133,21 @@ void BatchStepper::worker_loop() {
   sched_param param{};
   pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);
 #endif
+  Pool& p = *pool_;
   uint64_t seen = 0;
   for (;;) {
     {
-      std::unique_lock<std::mutex> lock(pool_mu_);
-      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      if (!open_) continue;  // the caller already stepped everything
-      ++busy_;
+      std::unique_lock<std::mutex> lock(p.mu);
+      p.wake.wait(lock, [&] { return p.stop || p.generation != seen; });
+      if (p.stop) return;
+      seen = p.generation;
+      if (!p.open) continue;  // the caller already stepped everything
+      ++p.busy;
     }
     work();
     {
-      std::lock_guard<std::mutex> lock(pool_mu_);
-      if (--busy_ == 0) done_.notify_one();
+      std::lock_guard<std::mutex> lock(p.mu);
+      if (--p.busy == 0) p.done.notify_one();
     }
   }
 }

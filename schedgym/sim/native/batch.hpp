@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -97,16 +98,22 @@ class BatchStepper {
   BatchBuffers buf_;
   std::vector<Slot> slots_;
 
-  // The pool: workers wait for a new generation, take sub-environments from next_ while the step is open, and
-  // report when done.
-  std::vector<std::thread> workers_;
-  std::mutex pool_mu_;
-  std::condition_variable wake_, done_;
-  uint64_t generation_ = 0;
-  bool open_ = false;  // workers may still join the current step
-  int busy_ = 0;       // workers in the current step
-  bool stop_ = false;
+  // The worker threads (none with one thread): they wait for a new generation, take sub-environments from
+  // next_ while the step is open, and report when done. On the heap, so that a forked child, which inherits
+  // it without its threads, can leave it undestroyed.
+  struct Pool {
+    std::vector<std::thread> workers;
+    std::mutex mu;
+    std::condition_variable wake, done;
+    uint64_t generation = 0;
+    bool open = false;  // workers may still join the current step
+    int busy = 0;       // workers in the current step
+    bool stop = false;
+  };
+  std::unique_ptr<Pool> pool_;
   bool running_ = false;  // between begin() and finish()
+  bool pooled_ = false;   // the workers take part in the current step
+  long pid_ = 0;          // the process that started the workers
   std::atomic<int> next_{0};
   std::vector<std::exception_ptr> errors_;  // per sub-environment, of the current step
 };
