@@ -30,7 +30,7 @@ class SB3VecEnv(VecEnv):
         seeds = [None if s is None else int(s) for s in self._seeds]
         options = self._options[0] if self._options and self._options[0] else None
         obs, infos = self.venv.reset(seed=seeds, options=options)
-        self.reset_infos = [_one(infos, i) for i in range(self.num_envs)]
+        self.reset_infos = _split(infos, self.num_envs)
         self._reset_seeds()
         self._reset_options()
         return obs
@@ -41,15 +41,12 @@ class SB3VecEnv(VecEnv):
     def step_wait(self) -> VecEnvStepReturn:
         obs, rewards, terminated, truncated, infos = self.venv.step(self._actions)
         dones = terminated | truncated
-        out_infos = [_one(infos, i) for i in range(self.num_envs)]
-        for i in np.flatnonzero(dones):
+        out_infos = _split(infos, self.num_envs)
+        for i in np.flatnonzero(dones).tolist():
             out_infos[i]["terminal_observation"] = obs[i].copy()
             out_infos[i]["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
             # stable-baselines3 expects the next episode's first observation now, not at the next step.
-            obs[i], reset_info = self.venv.envs[i].reset()
-            self.venv._autoreset[i] = False
-            self.venv._steps[i] = 0
-            self.reset_infos[i] = reset_info
+            obs[i], self.reset_infos[i] = self.venv.reset_sub_env(i)
         return obs, rewards.astype(np.float32), dones, out_infos
 
     def action_masks(self) -> np.ndarray:
@@ -78,16 +75,18 @@ class SB3VecEnv(VecEnv):
         return [None for _ in range(self.num_envs)]
 
 
-def _one(infos: dict[str, Any], i: int) -> dict[str, Any]:
-    """Sub-environment ``i``'s info out of Gymnasium's batched info dict."""
-    out = {}
+def _split(infos: dict[str, Any], n: int) -> list[dict[str, Any]]:
+    """Every sub-environment's info out of Gymnasium's batched info dict (keys absent where their ``_key``
+    mask says so), each array read once rather than once per sub-environment."""
+    out: list[dict[str, Any]] = [{} for _ in range(n)]
     for key, value in infos.items():
         if key.startswith("_"):
             continue
         present = infos.get(f"_{key}")
-        if present is not None and not present[i]:
-            continue
-        out[key] = _one(value, i) if isinstance(value, dict) else value[i]
+        values = _split(value, n) if isinstance(value, dict) else list(value)
+        for i, info in enumerate(out):
+            if present is None or present[i]:
+                info[key] = values[i]
     return out
 
 

@@ -10,6 +10,11 @@ reset time is included. For schedgym the time is split into: advancing the simul
 (the scheduling passes and events between decisions), generating workloads at reset, building
 observations, and the rest (simulator construction at reset, candidate rows, action checks, rewards,
 info, Gymnasium's wrappers, drawing the random action).
+
+Then the vector environment (``gymnasium.make_vec``, vector entry point) with 1 and 16 sub-environments,
+the latter stepped on one thread and on the default number (one per core); see :func:`run_vector` for
+how its time is split. ``--cpu`` pins to one core, where threads cannot help: for the vector figures on
+two cores, run ``taskset -c 0,1 python benchmarks/bench_env.py``.
 """
 
 from __future__ import annotations
@@ -112,27 +117,75 @@ def main() -> None:
             f"| {100 * r['share_simulate']:.0f}% | {100 * r['share_generate']:.0f}% | {100 * r['share_observe']:.0f}% "
             f"| {100 * (1 - r['share_simulate'] - r['share_generate'] - r['share_observe']):.0f}% |"
         )
-    print("\n| vector environment (make_vec, vector entry point) | sub-environments | decisions/s, all together |")
-    print("|---|---:|---:|")
-    for num_envs in (1, 16):
-        rate = run_vector("schedgym/Preemption-v0", num_envs, args.seconds, args.seed)
-        print(f"| schedgym/Preemption-v0 | {num_envs} | {rate:,.0f} |")
+    print(
+        "\n| vector environment (make_vec, vector entry point) | sub-environments | threads "
+        "| decisions/s, all together | native stepping | resets | drawing actions | the rest |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for num_envs, n_threads in ((1, 1), (16, 1), (16, None)):
+        r = run_vector("schedgym/Preemption-v0", num_envs, args.seconds, args.seed, n_threads)
+        rest = 1 - r["share_native"] - r["share_reset"] - r["share_actions"]
+        print(
+            f"| schedgym/Preemption-v0 | {num_envs} | {r['threads']} | {r['steps_per_s']:,.0f} "
+            f"| {100 * r['share_native']:.0f}% | {100 * r['share_reset']:.0f}% | {100 * r['share_actions']:.0f}% "
+            f"| {100 * rest:.0f}% |"
+        )
 
 
-def run_vector(env_id: str, num_envs: int, seconds: float, seed: int) -> float:
+class _TimedStepper:
+    """The vector environment's native batch stepper, timing the calls that step (finish() steps what the
+    worker threads have not, and waits for them)."""
+
+    def __init__(self, stepper: object):
+        self._stepper = stepper
+        self.total = 0.0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._stepper, name)
+
+    def finish(self) -> None:
+        t = time.perf_counter()
+        try:
+            self._stepper.finish()  # type: ignore[attr-defined]
+        finally:
+            self.total += time.perf_counter() - t
+
+
+def run_vector(env_id: str, num_envs: int, seconds: float, seed: int, n_threads: int | None) -> dict:
     """Decisions per second, summed over the sub-environments of ``gymnasium.make_vec`` (vector entry
-    point), with random legal actions drawn from the batched masks."""
-    venv = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point")
-    venv.reset(seed=seed)
+    point), with random legal actions drawn from the batched masks (vectorised, as an agent's batched
+    sampling would be). The time is split into native stepping (waiting for the batch stepper, after this
+    thread has reset the sub-environments whose episodes ended: the worker threads step meanwhile), resets,
+    drawing the actions (``action_masks()`` included) and the rest (the vector environment's Python: checking
+    actions, building infos, copying arrays out)."""
+    venv = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", n_threads=n_threads)
+    raw = venv.unwrapped
+    raw.reset(seed=seed)
+    batch = raw._batch  # type: ignore[attr-defined]
+    stepper = None
+    if batch is not None:  # the native engine
+        stepper = batch.stepper = _TimedStepper(batch.stepper)
+    resets = [Timers(env, ["reset"]) for env in raw.envs]  # type: ignore[attr-defined]
     rng = np.random.default_rng(seed)
     steps = 0
+    t_actions = 0.0
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < seconds:
-        masks = venv.action_masks()  # type: ignore[attr-defined]
-        actions = np.array([rng.choice(np.flatnonzero(m)) for m in masks])
-        venv.step(actions)
+        t = time.perf_counter()
+        masks = raw.action_masks()  # type: ignore[attr-defined]
+        k = rng.integers(masks.sum(axis=1))  # the k-th legal action of each sub-environment
+        actions = (np.cumsum(masks, axis=1) > k[:, None]).argmax(axis=1)
+        t_actions += time.perf_counter() - t
+        raw.step(actions)
         steps += num_envs
-    return steps / (time.perf_counter() - t0)
+    elapsed = time.perf_counter() - t0
+    return {
+        "steps_per_s": steps / elapsed,
+        "threads": batch.stepper.n_threads if batch is not None else 1,
+        "share_native": (stepper.total if stepper is not None else 0.0) / elapsed,
+        "share_reset": sum(r.total["reset"] for r in resets) / elapsed,
+        "share_actions": t_actions / elapsed,
+    }
 
 
 if __name__ == "__main__":

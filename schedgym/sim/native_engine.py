@@ -362,6 +362,14 @@ class StepwiseNativeSimulator(NativeSimulator):
             self._stale = True
         return n
 
+    def note_native_step(self) -> None:
+        """Record that the decision core resolved the request and advanced to the next one by itself (a
+        vector environment's batch step, ``schedgym/sim/native/batch.cpp``): what :meth:`choose` and
+        :meth:`next_decision` record when they do it."""
+        self._request = None
+        self._advanced_after_log = True
+        self._stale = True
+
     def decision_jobs(self, ids: Sequence[int]) -> list[Job]:
         """The records of jobs ``ids``, brought up to date with the engine (as a request's are)."""
         jobs = self._jobs

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "batch.hpp"
 #include "decision.hpp"
 #include "engine.hpp"
 #include "numpy_rng.hpp"
@@ -162,6 +163,70 @@ void init_env_core(PyEnvCore* self, nb::handle engine, int64_t max_candidates, F
   self->engine_obj = nb::borrow<nb::object>(engine);
   self->engine = pe;
   self->core = std::move(core);
+}
+
+// The bound batch stepper (schedgym.sim._engine.BatchStepper): the stepper, the arrays it writes (kept alive
+// here) and the EnvCore objects attached to it (kept alive until replaced, so that a sub-environment reset
+// meanwhile frees nothing the stepper points to).
+struct PyBatch {
+  std::unique_ptr<schedgym::BatchStepper> stepper;
+  std::vector<nb::object> arrays;
+  std::vector<nb::object> cores;
+};
+
+// One array of the batch: C-contiguous, of the given dtype, with n rows of `cols` values (cols == 0: 1-D).
+template <typename T>
+T* batch_array(PyBatch& b, nb::handle obj, const char* name, const char* dtype, size_t n, size_t cols) {
+  nb::ndarray<T, nb::c_contig, nb::device::cpu> a;
+  if (!nb::try_cast(obj, a, false))  // no conversion: the stepper writes into these very arrays
+    throw nb::type_error((std::string("Expected ") + name + " to be a C-contiguous numpy array of " + dtype).c_str());
+  bool ok = cols ? (a.ndim() == 2 && a.shape(0) == n && a.shape(1) == cols) : (a.ndim() == 1 && a.shape(0) == n);
+  if (!ok)
+    throw std::invalid_argument(std::string("Expected ") + name + " to have shape (" + std::to_string(n) +
+                                (cols ? ", " + std::to_string(cols) : std::string(",")) + ")");
+  b.arrays.push_back(nb::borrow<nb::object>(obj));
+  return a.data();
+}
+
+void init_batch(PyBatch* self, int64_t n_envs, int64_t max_candidates, double te_weight, double be_weight,
+                double preemption_cost, bool bounded, int64_t threads, nb::dict arrays) {
+  if (n_envs < 1 || n_envs > (1 << 20))
+    throw std::invalid_argument("Expected 1 <= n_envs <= 2**20, got " + std::to_string(n_envs));
+  if (max_candidates < 1 || max_candidates > (1 << 20))
+    throw std::invalid_argument("Expected 1 <= max_candidates <= 2**20, got " + std::to_string(max_candidates));
+  if (threads < 0 || threads > 1024)
+    throw std::invalid_argument("Expected 0 <= threads <= 1024, got " + std::to_string(threads));
+  const size_t n = static_cast<size_t>(n_envs), a = static_cast<size_t>(max_candidates) + 1;
+  const size_t o = static_cast<size_t>(schedgym::OBS_HEAD + schedgym::OBS_ROW * max_candidates);
+  PyBatch b;
+  auto get = [&](const char* key) -> nb::handle {
+    if (!arrays.contains(key)) throw std::invalid_argument(std::string("Missing batch array '") + key + "'");
+    return arrays[key];
+  };
+  schedgym::BatchBuffers buf;
+  buf.actions = batch_array<int64_t>(b, get("actions"), "actions", "int64", n, 0);
+  buf.skip = batch_array<bool>(b, get("skip"), "skip", "bool", n, 0);
+  buf.obs = batch_array<float>(b, get("obs"), "obs", "float32", n, o);
+  buf.mask = batch_array<bool>(b, get("mask"), "mask", "bool", n, a);
+  buf.reward = batch_array<double>(b, get("reward"), "reward", "float64", n, 0);
+  buf.parts = batch_array<double>(b, get("parts"), "parts", "float64", n, 3);
+  buf.terminated = batch_array<bool>(b, get("terminated"), "terminated", "bool", n, 0);
+  buf.resolved = batch_array<bool>(b, get("resolved"), "resolved", "bool", n, 0);
+  buf.sim_time = batch_array<double>(b, get("sim_time"), "sim_time", "float64", n, 0);
+  buf.interval = batch_array<double>(b, get("interval"), "interval", "float64", n, 0);
+  buf.te_job = batch_array<int64_t>(b, get("te_job"), "te_job", "int64", n, 0);
+  buf.n_candidates = batch_array<int64_t>(b, get("n_candidates"), "n_candidates", "int64", n, 0);
+  buf.preemptions = batch_array<int64_t>(b, get("preemptions"), "preemptions", "int64", n, 0);
+  buf.decisions = batch_array<int64_t>(b, get("decisions"), "decisions", "int64", n, 0);
+  buf.last_accrued = batch_array<double>(b, get("last_accrued"), "last_accrued", "float64", n, 2);
+  if (nb::len(arrays) != b.arrays.size()) throw std::invalid_argument("Unknown batch arrays");
+  schedgym::RewardConfig reward{te_weight, be_weight, preemption_cost, bounded};
+  auto stepper = std::make_unique<schedgym::BatchStepper>(static_cast<int>(n_envs), static_cast<int>(max_candidates),
+                                                          reward, static_cast<int>(threads), buf);
+  new (self) PyBatch();
+  self->stepper = std::move(stepper);
+  self->arrays = std::move(b.arrays);
+  self->cores.resize(n);
 }
 
 template <typename T>
@@ -501,4 +566,46 @@ NB_MODULE(_engine, m) {
           "Decisions offered so far.")
       .def_prop_ro("max_candidates", [](PyEnvCore& s) { return s.core->max_candidates(); })
       .def_prop_ro("observation_size", [](PyEnvCore& s) { return s.core->observation_size(); });
+
+  // ---------------------------------------------------------------- many decision steps at once (batch.hpp)
+  nb::class_<PyBatch>(m, "BatchStepper",
+                      "PreemptionEnv.step for the EnvCores of a vector environment in one call, on a few threads "
+                      "without the GIL, writing into the caller's numpy arrays (schedgym.envs.vector_env).")
+      .def("__init__", &init_batch, "n_envs"_a, "max_candidates"_a, nb::kw_only(), "te_weight"_a, "be_weight"_a,
+           "preemption_cost"_a, "bounded"_a, "threads"_a, "arrays"_a,
+           "arrays: a dict of C-contiguous numpy arrays with n_envs rows (see BatchBuffers in batch.hpp): actions, "
+           "te_job, n_candidates, preemptions, decisions (int64); skip, terminated, resolved (bool); reward, "
+           "sim_time, interval (float64); parts (float64, 3 columns), last_accrued (float64, 2 columns); obs "
+           "(float32, observation size columns); mask (bool, max_candidates + 1 columns). threads: threads that "
+           "step, the caller's included (0: the hardware's count), at most n_envs.")
+      .def(
+          "attach",
+          [](PyBatch& b, int64_t i, nb::handle core) {
+            if (!nb::isinstance<PyEnvCore>(core)) throw nb::type_error("Expected a schedgym.sim._engine.EnvCore");
+            if (i < 0 || i >= b.stepper->n_envs()) throw nb::index_error("sub-environment index out of range");
+            PyEnvCore* c = nb::inst_ptr<PyEnvCore>(core);
+            b.stepper->attach(static_cast<int>(i), c->core.get(), c->engine->engine.get(), &c->engine->mu);
+            b.cores[static_cast<size_t>(i)] = nb::borrow<nb::object>(core);
+          },
+          "i"_a, "core"_a, "Sub-environment i steps this EnvCore from now on.")
+      .def(
+          "step",
+          [](PyBatch& b) {
+            nb::gil_scoped_release release;
+            b.stepper->step();
+          },
+          "Step every sub-environment not marked in skip with its action; results go to the arrays.")
+      .def(
+          "begin", [](PyBatch& b) { b.stepper->begin(); },
+          "Start step() on the worker threads and return: the caller may reset the skipped sub-environments "
+          "meanwhile (and must touch nothing else), then call finish().")
+      .def(
+          "finish",
+          [](PyBatch& b) {
+            nb::gil_scoped_release release;
+            b.stepper->finish();
+          },
+          "Take part in the step begun by begin() and wait for it to end.")
+      .def_prop_ro("n_threads", [](PyBatch& b) { return b.stepper->n_threads(); },
+                   "Threads that step, the caller's included.");
 }
