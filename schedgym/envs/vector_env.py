@@ -360,7 +360,7 @@ class _NativeBatch:
         te_job = np.full(n, None, dtype=object)
         for i, j in enumerate(self.te_job.tolist()):
             if j >= 0:
-                te_job[i] = envs[i]._workload.jobs[j].job_id  # as PreemptionEnv._info names it
+                te_job[i] = envs[i]._workload.table.job_ids[j]  # as PreemptionEnv._info names it
         parts = self.parts.T.copy()  # one copy for the three parts' arrays
         present = np.ones((11, n), dtype=bool)  # one allocation for the eleven "_key" masks
         return {
