@@ -114,26 +114,32 @@ PRESETS: dict[str, SyntheticConfig] = {
 
 def _draw(rng: np.random.Generator, dist: tuple[tuple[float, float], ...], size: int) -> np.ndarray:
     try:
-        values, p = _dist_arrays(dist)
+        values, cdf = _dist_arrays(dist)
     except TypeError:  # an unhashable distribution (lists rather than tuples): not cached
-        values, p = _dist_arrays.__wrapped__(dist)
-    return values[rng.choice(len(values), size=size, p=p)]
+        values, cdf = _dist_arrays.__wrapped__(dist)
+    # rng.choice(len(values), size=size, p=p) is exactly this (numpy's Generator.choice: one uniform per
+    # draw, searched in the normalised cumulative sum), without re-checking and re-summing p on every call,
+    # which was a quarter of an environment's reset. tests/test_job_table.py holds it to rng.choice.
+    return values[np.searchsorted(cdf, rng.random(size), side="right")]
 
 
 @functools.lru_cache(maxsize=64)
 def _dist_arrays(dist: tuple[tuple[float, float], ...]) -> tuple[np.ndarray, np.ndarray]:
-    """A distribution's values and probabilities as arrays, made once per distribution (they are the same
-    arrays, with the same normalisation, on every draw)."""
+    """A distribution's values and the cumulative distribution ``rng.choice`` would use, made once per
+    distribution (they are the same arrays, with the same normalisation, on every draw)."""
     values = np.array([v for v, _ in dist], dtype=np.float64)
     probs = np.array([p for _, p in dist], dtype=np.float64)
     p = probs / probs.sum()
+    cdf = p.cumsum()
+    cdf /= cdf[-1]
     values.setflags(write=False)
-    p.setflags(write=False)
-    return values, p
+    cdf.setflags(write=False)
+    return values, cdf
 
 
 def _lognormal(rng: np.random.Generator, median: float, sigma: float, lo: float, hi: float, size: int) -> np.ndarray:
-    return np.clip(rng.lognormal(math.log(median), sigma, size=size), lo, hi)
+    # np.minimum(np.maximum(...)) is np.clip without its per-call dispatch overhead (the same values).
+    return np.minimum(np.maximum(rng.lognormal(math.log(median), sigma, size=size), lo), hi)
 
 
 @functools.lru_cache(maxsize=8)
