@@ -124,8 +124,6 @@ class JobSpec:
         return (self.gpus / k, self.cpus / k, self.mem_gb / k)
 
 
-
-
 def _set_float(spec: JobSpec, field: str, value: object, lo: float, hi: float) -> None:
     """The slow path of :meth:`JobSpec.__post_init__` for one float field, whose range is ``[lo, hi]`` (``> 0``
     instead of ``>= 0`` for a duration): reject ``value`` with a message, or store it as a Python float (it was
