@@ -39,7 +39,7 @@ class TrainConfig:
 
     algo: str = "maskable_ppo"
     """maskable_ppo (reads action masks), ppo or dqn (both through IllegalActionAsWait)"""
-    env_id: str = "schedgym/Preemption-v0"
+    env_id: str = "schedgym/Preemption-v1"
     """registered environment id"""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """EnvConfig overrides for the environment (JSON on the command line)"""

@@ -106,8 +106,8 @@ def main() -> None:
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     cases = [
-        ("schedgym/Preemption-v0", {}),
-        ("schedgym/PreemptionLarge-v0", {}),
+        ("schedgym/Preemption-v1", {}),
+        ("schedgym/PreemptionLarge-v1", {}),
     ]
     for env_id, kwargs in cases:
         r = run_schedgym(env_id, args.seconds, args.seed, profile=True, **kwargs)
@@ -123,10 +123,10 @@ def main() -> None:
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for num_envs, n_threads in ((1, 1), (16, 1), (16, None)):
-        r = run_vector("schedgym/Preemption-v0", num_envs, args.seconds, args.seed, n_threads)
+        r = run_vector("schedgym/Preemption-v1", num_envs, args.seconds, args.seed, n_threads)
         rest = 1 - r["share_native"] - r["share_reset"] - r["share_actions"]
         print(
-            f"| schedgym/Preemption-v0 | {num_envs} | {r['threads']} | {r['steps_per_s']:,.0f} "
+            f"| schedgym/Preemption-v1 | {num_envs} | {r['threads']} | {r['steps_per_s']:,.0f} "
             f"| {100 * r['share_native']:.0f}% | {100 * r['share_reset']:.0f}% | {100 * r['share_actions']:.0f}% "
             f"| {100 * rest:.0f}% |"
         )

@@ -6,7 +6,7 @@ Usage:
 
 Trains MaskablePPO with ``schedgym train``'s defaults (``TrainConfig``: network, n_steps per environment,
 batch size, learning rate, one torch thread; rewards normalised, observations not) for ``--steps`` steps
-on ``schedgym/Preemption-v0`` and times, from the learner's side, every call into the vectorised
+on ``schedgym/Preemption-v1`` and times, from the learner's side, every call into the vectorised
 environment: ``step_async``/``step_wait``, ``reset`` and ``env_method`` (how MaskablePPO reads the masks).
 The env share is that time over the whole ``learn()``; the rest is the policy's forward passes while
 collecting and the gradient updates. With ``subproc`` the workers step in other processes, so the
@@ -34,7 +34,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv,
 import schedgym  # noqa: F401  (registers the environments)
 from agents.train import TrainConfig
 
-ENV_ID = "schedgym/Preemption-v0"
+ENV_ID = "schedgym/Preemption-v1"
 
 
 class Timed(VecEnvWrapper):

@@ -15,11 +15,15 @@ from schedgym.errors import SchedGymError
 __version__ = "0.1.0"
 
 # id -> (kwargs, max_episode_steps). Behaviour changes bump the version suffix.
+# v1: a TE job whose offer was declined is asked again only when something that could change the answer has
+# changed (docs/semantics.md, "Who is offered, and when again"), and only the oldest TE job of a shape is
+# asked; v0 asked every declined TE job again after any release or BE start. Observations, actions and
+# rewards are defined as in v0.
 ENV_IDS: dict[str, tuple[dict, int]] = {
     # The paper workload on the paper cluster (16 x 8 GPUs), 1,000 jobs per episode: a training size.
-    "schedgym/Preemption-v0": ({"n_jobs": 1000, "max_candidates": 16}, 20_000),
+    "schedgym/Preemption-v1": ({"n_jobs": 1000, "max_candidates": 16}, 20_000),
     # The same workload on 64 x 8 GPUs (arrivals scale with the cluster), 5,000 jobs per episode.
-    "schedgym/PreemptionLarge-v0": ({"cluster": "large", "n_jobs": 5000, "max_candidates": 32}, 100_000),
+    "schedgym/PreemptionLarge-v1": ({"cluster": "large", "n_jobs": 5000, "max_candidates": 32}, 100_000),
 }
 
 for _id, (_kwargs, _steps) in ENV_IDS.items():
@@ -32,4 +36,11 @@ for _id, (_kwargs, _steps) in ENV_IDS.items():
             max_episode_steps=_steps,
         )
 
-__all__ = ["ENV_IDS", "SchedGymError", "__version__"]
+SUPERSEDED: dict[str, str] = {
+    "schedgym/Preemption-v0": "schedgym/Preemption-v1",
+    "schedgym/PreemptionLarge-v0": "schedgym/PreemptionLarge-v1",
+}
+"""Ids of earlier versions -> the id that replaced them, with the same observation and action spaces: an agent
+saved on the old id is evaluated on the new one (its decisions are asked at the new version's moments)."""
+
+__all__ = ["ENV_IDS", "SUPERSEDED", "SchedGymError", "__version__"]

@@ -113,7 +113,7 @@ def test_predict_at_the_end_of_an_episode_returns_zero():
 def test_agent_works_through_a_wrapper():
     import gymnasium as gym
 
-    env = gym.make("schedgym/Preemption-v0", max_candidates=400)  # TimeLimit, OrderEnforcing, env checker
+    env = gym.make("schedgym/Preemption-v1", max_candidates=400)  # TimeLimit, OrderEnforcing, env checker
     obs, _ = env.reset(options={"workload_seed": 0})
     agent = HeuristicAgent("fitgpp", env, rng=np.random.default_rng(np.random.SeedSequence([0, 1])))
     play_episode(env, obs, lambda o: agent.predict(o)[0])

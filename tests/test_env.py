@@ -39,7 +39,7 @@ from schedgym.sim import JobClass, JobSpec, JobState, SimConfig, cluster_preset
 from schedgym.workloads import Workload, generate, preset, save_trace
 
 ENV_IDS = sorted(schedgym.ENV_IDS)
-MAIN_ID = "schedgym/Preemption-v0"
+MAIN_ID = "schedgym/Preemption-v1"
 TE_FEATURES = names(JOB_FEATURES)
 CLUSTER_FEATURES = names(CLUSTER_FEATURE_LIST)
 CANDIDATE_FEATURES = names(CANDIDATE_FEATURE_LIST)
@@ -136,7 +136,7 @@ def test_sb3_check_env_passes_without_warnings(env_id):
 def test_gymnasium_make_with_module_prefix_works_in_a_fresh_interpreter():
     code = (
         "import gymnasium, numpy as np\n"
-        "env = gymnasium.make('schedgym:schedgym/Preemption-v0')\n"
+        "env = gymnasium.make('schedgym:schedgym/Preemption-v1')\n"
         "obs, info = env.reset(seed=0)\n"
         "assert env.observation_space.contains(obs)\n"
         "obs, r, term, trunc, info = env.step(0)\n"

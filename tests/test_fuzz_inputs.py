@@ -247,7 +247,7 @@ def argv_strategy(d: Path) -> st.SearchStrategy[list[str]]:
         "--env-kwargs": st.sampled_from(
             ['{"render_mode":"human"}', '{"max_episode_steps":-3}', "[1]", "{", '{"n_jobs": 1e400}', "{}", "NaN"]
         ),
-        "--env-id": st.sampled_from(["this:Nope-v0", "schedgym/Preemption-v0", "CartPole-v1"]),
+        "--env-id": st.sampled_from(["this:Nope-v0", "schedgym/Preemption-v1", "CartPole-v1"]),
         "--algo": st.sampled_from(["dqn", "a2c", "ppo"]),
         "--n-envs": values,
         "--net-arch": st.sampled_from(["64,64", "0", "a", "", "1_0"]),

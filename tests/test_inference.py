@@ -251,7 +251,7 @@ def test_bundled_model_acts_like_maskable_ppo_in_the_environment():
     sb3_contrib = pytest.importorskip("sb3_contrib")
     model = sb3_contrib.MaskablePPO.load(BUNDLED, device="cpu")
     net = load_policy_network(BUNDLED, "maskable_ppo")
-    env = gym.make("schedgym/Preemption-v0", n_jobs=300)
+    env = gym.make("schedgym/Preemption-v1", n_jobs=300)
     steps = 0
     for seed in range(20):
         obs, _ = env.reset(seed=seed)
@@ -284,7 +284,7 @@ def test_fresh_models_pick_what_predict_picks(tmp_path, algo, policy_kwargs):
 
     from schedgym.envs import IllegalActionAsWait
 
-    env = gym.make("schedgym/Preemption-v0", n_jobs=300)
+    env = gym.make("schedgym/Preemption-v1", n_jobs=300)
     kwargs = {k: getattr(torch.nn, v) if k == "activation_fn" else v for k, v in policy_kwargs.items()}
     if algo == "maskable_ppo":
         model = MaskablePPO("MlpPolicy", env, policy_kwargs=kwargs, seed=0, device="cpu")
@@ -313,7 +313,7 @@ def test_a_dqn_model_is_not_read_as_ppo(tmp_path):
 
     from schedgym.envs import IllegalActionAsWait
 
-    env = IllegalActionAsWait(gym.make("schedgym/Preemption-v0", n_jobs=300))
+    env = IllegalActionAsWait(gym.make("schedgym/Preemption-v1", n_jobs=300))
     DQN("MlpPolicy", env, seed=0, device="cpu", buffer_size=100).save(tmp_path / "dqn.zip")
     with pytest.raises(SchedGymError, match=r"dqn\.zip: not a ppo model \(its parameters have no action_net\.weight\)"):
         load_policy_network(tmp_path / "dqn.zip", "ppo")

@@ -48,7 +48,7 @@ def test_training_writes_final_and_best_models_with_their_description(trained):
         assert (trained / f"{stem}.zip").is_file()
         meta = json.loads((trained / f"{stem}.json").read_text())
         assert meta["algo"] == "maskable_ppo"
-        assert meta["env_id"] == "schedgym/Preemption-v0"
+        assert meta["env_id"] == "schedgym/Preemption-v1"
         assert meta["env_kwargs"] == {"n_jobs": 150}
         assert meta["validation_workloads"] == 1
     summary = json.loads((trained / "model.json").read_text())
@@ -56,7 +56,7 @@ def test_training_writes_final_and_best_models_with_their_description(trained):
     assert summary["evaluations"], "eval_freq=64 over 128 steps must evaluate at least once"
     # Run names follow {env_id with / as _}__{algo}__{seed}__{timestamp}.
     env_part, algo, seed, stamp = trained.name.split("__")
-    assert (env_part, algo, seed) == ("schedgym_Preemption-v0", "maskable_ppo", "0") and stamp
+    assert (env_part, algo, seed) == ("schedgym_Preemption-v1", "maskable_ppo", "0") and stamp
 
 
 def test_saved_agent_loads_by_path_under_any_name(trained):
@@ -133,7 +133,7 @@ def test_training_on_a_bundled_trace_validates_on_its_validation_windows(tmp_pat
     from agents.train import validation_workloads
     from schedgym.workloads.named import trace_workload
 
-    workloads = validation_workloads("schedgym/Preemption-v0", {"workload": "philly", "n_jobs": 50}, 2)
+    workloads = validation_workloads("schedgym/Preemption-v1", {"workload": "philly", "n_jobs": 50}, 2)
     val = trace_workload("philly").window("validation", 0)
     assert [j.job_id for j in workloads[0].jobs] == [j.job_id for j in val.jobs]
     run_dir = train(TrainConfig(run_dir=str(tmp_path), **{**TINY, "env_kwargs": {"workload": "philly", "n_jobs": 50}}))
@@ -301,9 +301,9 @@ def test_validation_is_deterministic(trained):
     from agents.train import evaluate, validation_workloads
 
     agent = load_agent(trained / "model.zip")
-    workloads = validation_workloads("schedgym/Preemption-v0", {"n_jobs": 150}, 2)
-    a = evaluate(agent, "schedgym/Preemption-v0", {"n_jobs": 150}, workloads, True)
-    b = evaluate(agent, "schedgym/Preemption-v0", {"n_jobs": 150}, workloads, True)
+    workloads = validation_workloads("schedgym/Preemption-v1", {"n_jobs": 150}, 2)
+    a = evaluate(agent, "schedgym/Preemption-v1", {"n_jobs": 150}, workloads, True)
+    b = evaluate(agent, "schedgym/Preemption-v1", {"n_jobs": 150}, workloads, True)
     assert a == b
 
 
@@ -320,7 +320,7 @@ def test_an_agent_decides_alike_in_the_simulator_and_in_the_environment(trained)
     cluster = cluster_preset("paper")
     for seed in range(3):
         wl = generate(preset("paper", n_jobs=200, load=1.3), cluster, np.random.default_rng(seed))
-        env = gym.make("schedgym/Preemption-v0", **kwargs)
+        env = gym.make("schedgym/Preemption-v1", **kwargs)
         obs, _ = env.reset(seed=seed, options={"workload": wl})  # estimate noise from default_rng(seed)
         masks = env.unwrapped.action_masks
         steps, total = play_episode(env, obs, lambda o, masks=masks: agent.network.act(o, masks()))
@@ -329,7 +329,7 @@ def test_an_agent_decides_alike_in_the_simulator_and_in_the_environment(trained)
         assert agent.n_actions == steps > 0  # the same decisions, and there were some
         np.testing.assert_array_equal(in_sim.completion, through_env.completion)
         np.testing.assert_array_equal(in_sim.preemptions, through_env.preemptions)
-        assert episode_return(in_sim, env_config("schedgym/Preemption-v0", kwargs)) == pytest.approx(total, rel=1e-9)
+        assert episode_return(in_sim, env_config("schedgym/Preemption-v1", kwargs)) == pytest.approx(total, rel=1e-9)
 
 
 def test_training_uses_one_torch_thread_by_default(trained):
@@ -339,3 +339,20 @@ def test_training_uses_one_torch_thread_by_default(trained):
     assert torch.get_num_threads() == 1  # set by the training run of the fixture
     with pytest.raises(ConfigError, match="torch_threads"):
         TrainConfig(torch_threads=0)
+
+
+def test_an_agent_saved_on_a_superseded_env_id_is_evaluated_on_its_successor(tmp_path):
+    """The bundled agent was trained on Preemption-v0; v1 has the same spaces, so its .json still loads."""
+    import gymnasium as gym
+
+    import schedgym
+    from agents.learned import BUNDLED, describe
+
+    meta_path = BUNDLED["ppo"].with_suffix(".json")
+    assert json.loads(meta_path.read_text())["env_id"] == "schedgym/Preemption-v0"
+    algo, config = describe(meta_path)
+    v1 = gym.spec("schedgym/Preemption-v1").kwargs
+    assert algo == "maskable_ppo" and config.max_candidates == v1["max_candidates"] and config.te_weight == 5.0
+    assert schedgym.SUPERSEDED["schedgym/Preemption-v0"] == "schedgym/Preemption-v1"
+    with pytest.raises(gym.error.DeprecatedEnv, match="v1"):
+        gym.make("schedgym/Preemption-v0")

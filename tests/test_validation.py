@@ -171,7 +171,7 @@ def test_simulator_never_sees_a_bad_job(overrides, expected):
 
 
 def test_environment_workload_option_cannot_carry_a_bad_job():
-    env = gym.make("schedgym/Preemption-v0")
+    env = gym.make("schedgym/Preemption-v1")
     try:
         with pytest.raises(ConfigError, match="duration >= 0.001"):
             env.reset(options={"workload": Workload((be("b", 0, 100, 2), JobSpec("t", 5.0, 0.0, 2.0)))})

@@ -18,7 +18,7 @@ from schedgym.envs import PreemptionEnv
 from schedgym.envs.vector_env import PreemptionVectorEnv
 from schedgym.errors import ConfigError, IllegalDecisionError
 
-ID = "schedgym/Preemption-v0"
+ID = "schedgym/Preemption-v1"
 SMALL = {"n_jobs": 120, "max_candidates": 8}
 
 
