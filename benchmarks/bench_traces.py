@@ -37,7 +37,7 @@ def measure(name: str, workload, cluster, policies: list[str], repeats: int) -> 
         assert result is not None
         print(
             f"| {name} | {cluster.name} ({cluster.n_nodes} nodes) | {policy} | {len(workload.jobs):,} | {best:.2f} "
-            f"| {len(workload.jobs) / best:,.0f} | {result.n_preemptions:,} |"
+            f"| {len(workload.jobs) / best:,.0f} | {result.n_preemptions:,} | {result.n_requests:,} |"
         )
 
 
@@ -50,8 +50,8 @@ def main() -> None:
     if args.cpu is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {args.cpu})
     policies = args.policies.split(",")
-    print(f"| trace | cluster | policy | jobs | seconds (best of {args.repeats}) | jobs/s | preemptions |")
-    print("|---|---|---|---:|---:|---:|---:|")
+    print(f"| trace | cluster | policy | jobs | seconds (best of {args.repeats}) | jobs/s | preemptions | requests |")
+    print("|---|---|---|---:|---:|---:|---:|---:|")
     philly = TRACE_WORKLOADS["philly"]
     measure(
         "philly (bundled window, every job)", philly.load(), resolve_cluster(philly.cluster), policies, args.repeats

@@ -27,7 +27,7 @@ from schedgym.workloads.synthetic import preset
 from schedgym.workloads.trace import Workload
 
 CLASS_FIELDS = ("slowdown_p50", "slowdown_p95", "slowdown_p99", "slowdown_mean", "wait_mean")
-TOP_FIELDS = ("preemptions", "gpu_utilization")
+TOP_FIELDS = ("preemptions", "requests", "gpu_utilization")  # requests: preemption requests answered
 PAIRED_REFERENCES = ("fitgpp", "fifo")
 
 
@@ -129,7 +129,7 @@ class ComparisonResult:
     """False when every seed replays the same trace: only a policy's own randomness varies its figures"""
 
     def summary(self) -> dict[str, Any]:
-        """``{"policies": {NAME: {"te": {...}, "be": {...}, "preemptions", "gpu_utilization", "ci95",
+        """``{"policies": {NAME: {"te": {...}, "be": {...}, "preemptions", "requests", "gpu_utilization", "ci95",
         "paired", "wall_time_s", "per_seed"}}, "workload", "cluster", "seeds", "sim", "workloads_vary"}``."""
         out: dict[str, Any] = {}
         for name, runs in self.runs.items():
