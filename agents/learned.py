@@ -219,7 +219,7 @@ def describe(meta_path: Path) -> tuple[str, Any]:
             )
     if algo not in ALGOS:
         raise SchedGymError(f"{meta_path}: unknown algorithm {algo!r}; expected one of {sorted(ALGOS)}")
-    env_id = schedgym.SUPERSEDED.get(env_id, env_id)  # the same spaces under a newer version
+    env_id = schedgym.SUPERSEDED.get(str(env_id), str(env_id))  # the same spaces under a newer version
     if env_id not in gym.registry or not str(env_id).startswith("schedgym/"):
         raise SchedGymError(f"{meta_path}: unknown environment {env_id!r}; expected a schedgym/ id")
     try:

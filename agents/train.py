@@ -47,8 +47,9 @@ class TrainConfig:
     """environment steps (decisions) to train for"""
     n_envs: int = 2
     """parallel training environments"""
-    vec_env: str = "subproc"
-    """subproc (one process per environment) or dummy (all in this process)"""
+    vec_env: str = "auto"
+    """vector (the batched native vector environment, stepped in one call; maskable_ppo only), subproc (one
+    process per environment), dummy (all in this process), or auto: vector for maskable_ppo, else subproc"""
     seed: int = 0
     """seed for random, numpy, torch, the model and the environments"""
     net_arch: tuple[int, ...] = (64, 64)
@@ -89,8 +90,14 @@ class TrainConfig:
                 raise ConfigError(f"Expected {name} > 0, got {value!r}")
         if self.eval_freq < 0:
             raise ConfigError(f"Expected eval_freq >= 0, got {self.eval_freq!r}")
-        if self.vec_env not in ("subproc", "dummy"):
-            raise ConfigError(f"Expected vec_env 'subproc' or 'dummy', got {self.vec_env!r}")
+        if self.vec_env not in ("auto", "vector", "subproc", "dummy"):
+            raise ConfigError(f"Expected vec_env 'auto', 'vector', 'subproc' or 'dummy', got {self.vec_env!r}")
+        maskable = ALGOS[self.algo][2]
+        if self.vec_env == "auto":  # resolved here, so that a run's .json records what it used
+            self.vec_env = "vector" if maskable else "subproc"
+        if self.vec_env == "vector" and not maskable:
+            # The vector environment's sub-environments cannot be wrapped one by one (IllegalActionAsWait).
+            raise ConfigError(f"vec_env 'vector' needs an algorithm that reads action masks, not {self.algo!r}")
         if self.lr_schedule not in ("constant", "linear"):
             raise ConfigError(f"Expected lr_schedule 'constant' or 'linear', got {self.lr_schedule!r}")
         if not (math.isfinite(self.learning_rate) and self.learning_rate > 0):
@@ -279,8 +286,23 @@ def _train(config: TrainConfig, run_dir: Path, maskable: bool) -> Path:
             env = IllegalActionAsWait(env)  # explicit and counted in info
         return Monitor(env)
 
-    vec_cls = SubprocVecEnv if (config.vec_env == "subproc" and config.n_envs > 1) else DummyVecEnv
-    venv: VecEnv = vec_cls([make_env for _ in range(config.n_envs)])
+    venv: VecEnv
+    if config.vec_env == "vector":
+        from stable_baselines3.common.vec_env import VecMonitor
+
+        from agents.vec_env import SB3VecEnv
+        from schedgym.envs.vector_env import PreemptionVectorEnv
+
+        # Every sub-environment stepped in one native call (schedgym/envs/vector_env.py); VecMonitor records
+        # the episode statistics Monitor records for single environments.
+        batched = gym.make_vec(
+            config.env_id, num_envs=config.n_envs, vectorization_mode="vector_entry_point", **config.env_kwargs
+        )
+        assert isinstance(batched, PreemptionVectorEnv)  # the id's vector entry point
+        venv = VecMonitor(SB3VecEnv(batched))
+    else:
+        vec_cls = SubprocVecEnv if (config.vec_env == "subproc" and config.n_envs > 1) else DummyVecEnv
+        venv = vec_cls([make_env for _ in range(config.n_envs)])
     venv.seed(config.seed)
     if config.normalize_reward:
         # Episode returns are sums of hundreds of slowdowns; a unit scale helps the value function. Only

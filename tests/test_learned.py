@@ -356,3 +356,22 @@ def test_an_agent_saved_on_a_superseded_env_id_is_evaluated_on_its_successor(tmp
     assert schedgym.SUPERSEDED["schedgym/Preemption-v0"] == "schedgym/Preemption-v1"
     with pytest.raises(gym.error.DeprecatedEnv, match="v1"):
         gym.make("schedgym/Preemption-v0")
+
+
+def test_training_on_the_batched_vector_environment(tmp_path):
+    """maskable_ppo trains on PreemptionVectorEnv by default (vec_env auto -> vector); the run is deterministic
+    and records what it used."""
+    kwargs = {**TINY, "vec_env": "auto", "n_envs": 2}
+    runs = [train(TrainConfig(run_dir=str(tmp_path / str(i)), **kwargs)) for i in range(2)]
+    meta = json.loads((runs[0] / "model.json").read_text())
+    assert meta["train_config"]["vec_env"] == "vector"
+    assert meta["evaluations"] and meta["final_evaluation"]["illegal_actions"] == 0
+    weights = [algo_class("maskable_ppo").load(r / "model.zip").policy.state_dict() for r in runs]
+    assert all(np.array_equal(weights[0][k].numpy(), weights[1][k].numpy()) for k in weights[0])
+    assert isinstance(make_policy(f"mine:{runs[0] / 'model.zip'}"), LearnedPolicy)
+
+
+def test_the_vector_environment_is_for_algorithms_that_read_masks():
+    assert TrainConfig(algo="ppo").vec_env == "subproc"
+    with pytest.raises(ConfigError, match="reads action masks"):
+        TrainConfig(algo="ppo", vec_env="vector")
