@@ -292,6 +292,27 @@ class JobTable(Sequence[JobSpec]):
         self._specs = None
         self._duplicate = duplicate
 
+    @classmethod
+    def _from_columns(
+        cls, job_id: tuple[str, ...], floats: np.ndarray, gang_size: np.ndarray, job_class: np.ndarray
+    ) -> JobTable:
+        """The table of columns already in its own layout: ``floats`` (float64, shape (6, n_jobs), one row per
+        float field of JobSpec in its order, from now on the table's), ``gang_size`` and ``job_class`` (int64),
+        checked as the constructor checks them but not copied. Invalid columns get the constructor's error."""
+        n = len(job_id)
+        bad_id, duplicate = _check_ids(job_id)
+        if n == 0 or duplicate < 0 or min(bad_id, _first_invalid(floats, gang_size, job_class)) < n:
+            s, d, g, c, m, gr = floats
+            return cls(
+                job_id=job_id, submit_time=s, duration=d, gpus=g, cpus=c, mem_gb=m, gang_size=gang_size,
+                job_class=job_class, grace_period=gr,
+            )  # fmt: skip
+        table = cls.__new__(cls)
+        table._columns = _make_columns(job_id, floats, gang_size, job_class)
+        table._specs = None
+        table._duplicate = duplicate
+        return table
+
     def _set_specs(self, specs: tuple[JobSpec, ...]) -> None:
         self._specs = specs
         self._columns = None

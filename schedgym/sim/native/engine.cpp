@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 
 namespace schedgym {
 
@@ -107,6 +108,19 @@ void discard(std::vector<int>& v, int x) {  // set.discard(x) on an unordered ve
 
 bool finite_at_least(double x, double lo) { return std::isfinite(x) && x >= lo; }
 
+using ShapeKey = std::tuple<int, double, double, double, int>;
+
+struct ShapeKeyHash {
+  size_t operator()(const ShapeKey& k) const noexcept {
+    // -0.0 and 0.0 are one key: hash them alike (x + 0.0 is +0.0 for either).
+    auto h = [](double x) { return std::hash<double>{}(x + 0.0); };
+    size_t seed = std::hash<int>{}(std::get<0>(k));
+    for (size_t part : {h(std::get<1>(k)), h(std::get<2>(k)), h(std::get<3>(k)), std::hash<int>{}(std::get<4>(k))})
+      seed ^= part + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2);
+    return seed;
+  }
+};
+
 }  // namespace
 
 // ==================================================================== construction (PythonSimulator.__init__)
@@ -167,11 +181,13 @@ Engine::Engine(int n_nodes, const double* capacity, int n_jobs, const double* su
   }
 
   // Shapes by the exact key (class, member row, gang size), numbered in order of first appearance. The map
-  // compares the doubles with <, so keys are equal exactly when Python's tuples are (0.0 == -0.0 included).
-  std::map<std::tuple<int, double, double, double, int>, int> shape_ids;
+  // compares the doubles with ==, so keys are equal exactly when Python's tuples are (0.0 == -0.0 included;
+  // the demands are finite); a hash table, as a workload has thousands of jobs and a few dozen shapes.
+  std::unordered_map<ShapeKey, int, ShapeKeyHash> shape_ids;
+  shape_ids.reserve(64);
   for (int i = 0; i < n_jobs; ++i) {
     const double* m = member_row(i);
-    auto [it, is_new] = shape_ids.try_emplace(std::make_tuple(class_[i], m[0], m[1], m[2], gang_[i]),
+    auto [it, is_new] = shape_ids.try_emplace(ShapeKey{class_[i], m[0], m[1], m[2], gang_[i]},
                                               static_cast<int>(shape_k_.size()));
     shape_[i] = it->second;
     if (!is_new) continue;
