@@ -42,7 +42,7 @@ from schedgym.sim.cluster import ClusterSpec
 from schedgym.sim.job import JobClass, JobTable
 from schedgym.workloads.trace import Workload
 
-_SYNTHETIC_VERSION = 1
+_SYNTHETIC_VERSION = 2
 """The version of the compiled generator this module expects (``schedgym.workloads._synthetic``)."""
 
 
@@ -307,18 +307,21 @@ def _generate_native(
     floats = np.empty((6, n))  # the table's float columns, in JobTable's order: submit, duration, ..., grace
     gang = np.empty(n, dtype=np.int64)
     job_class = np.empty(n, dtype=np.int64)
+    member = np.empty((n, 3))
     with bit_generator.lock:  # as the Generator's own methods hold it
-        mean = _native.draw_jobs(capsule, *arguments, floats, gang, job_class)
+        mean, lo, hi, *counts = _native.draw_jobs(capsule, *arguments, floats, gang, job_class, member)
     rate = config.load * _total_gpus(cluster) / mean  # the Python path's expressions, with their errors
     scale = 1.0 / rate
+    extremes = None
     # An exponential draw is below 45 (numpy's ziggurat), so the arrival times and their products with 1000
     # stay normal floats from 1e-250 to 1e250 / n_jobs (else in Python: numpy would report an overflow).
     if 1e-250 <= float(scale) <= 1e250 / n:
         with bit_generator.lock:
-            _native.draw_submit(capsule, float(scale), floats[0])
+            first, last = _native.draw_submit(capsule, float(scale), floats[0])
+        extremes = ([first, *lo], [last, *hi], *counts)
     else:
         floats[0] = np.round(np.cumsum(rng.exponential(scale, size=n)), 3)
-    return JobTable._from_columns(_job_ids(n), floats, gang, job_class)
+    return JobTable._from_columns(_job_ids(n), floats, gang, job_class, extremes, member)
 
 
 def preset(name: str, **overrides: Any) -> SyntheticConfig:

@@ -18,6 +18,7 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/array.h>
 #include <nanobind/stl/pair.h>
+#include <nanobind/stl/tuple.h>
 
 #include <algorithm>
 #include <array>
@@ -25,6 +26,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -37,7 +39,7 @@ using namespace nb::literals;
 namespace {
 
 // Bumped with any change of the arguments or of the draws; synthetic.py uses a module of its own version only.
-constexpr int SYNTHETIC_VERSION = 1;
+constexpr int SYNTHETIC_VERSION = 2;
 
 using F64In = nb::ndarray<const double, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using F64Out = nb::ndarray<double, nb::c_contig, nb::device::cpu>;
@@ -110,12 +112,30 @@ double pairwise_sum(const double* a, size_t n) {
   return pairwise_sum(a, n2) + pairwise_sum(a + n2, n - n2);
 }
 
+// The smallest and largest of n values as numpy's min and max find them (a NaN among them is both).
+std::pair<double, double> extremes(const double* x, size_t n) {
+  double lo = x[0], hi = x[0];
+  for (size_t i = 1; i < n; ++i) {
+    lo = np_minimum(lo, x[i]);
+    hi = np_maximum(hi, x[i]);
+  }
+  return {lo, hi};
+}
+
+// float((gpus * dur).mean()), then the extremes JobTable checks first (schedgym.sim.job._extremes): the
+// smallest and largest duration, gpus, cpus, mem_gb and grace, the smallest gpus + cpus + mem_gb, and the
+// smallest and largest gang size and class.
+using JobsResult = std::tuple<double, std::array<double, 5>, std::array<double, 5>, double, int64_t, int64_t,
+                              int64_t, int64_t>;
+
 // Everything generate() draws before the arrivals, into floats (rows: submit (left for draw_submit),
-// duration, gpus, cpus, mem_gb, grace), gang and job_class; returns float((gpus * dur).mean()).
-double draw_jobs(nb::handle capsule, double te_fraction, const Lognormal& te_duration, const Lognormal& be_duration,
-                 const Discrete& te_gpus, const Discrete& be_gpus, const Discrete& cpus_per_gpu,
-                 const Discrete& mem_per_gpu, const Lognormal& grace_dist, double te_grace, double gpus_per_node,
-                 F64Out floats, I64Out gang, I64Out job_class) {
+// duration, gpus, cpus, mem_gb, grace), gang, job_class and member (n, 3: gpus, cpus and mem_gb / gang, the
+// per-node demands of JobTable's columns).
+JobsResult draw_jobs(nb::handle capsule, double te_fraction, const Lognormal& te_duration,
+                     const Lognormal& be_duration, const Discrete& te_gpus, const Discrete& be_gpus,
+                     const Discrete& cpus_per_gpu, const Discrete& mem_per_gpu, const Lognormal& grace_dist,
+                     double te_grace, double gpus_per_node, F64Out floats, I64Out gang, I64Out job_class,
+                     F64Out member) {
   bitgen_t* bg = bit_generator(capsule);
   check_discrete(te_gpus, "te_gpus");
   check_discrete(be_gpus, "be_gpus");
@@ -125,6 +145,9 @@ double draw_jobs(nb::handle capsule, double te_fraction, const Lognormal& te_dur
   const size_t n = floats.shape(1);
   if (n == 0 || gang.shape(0) != n || job_class.shape(0) != n)
     throw std::invalid_argument("Expected n_jobs >= 1 and gang and job_class of length n_jobs");
+  if (member.ndim() != 2 || member.shape(0) != n || member.shape(1) != 3)
+    throw std::invalid_argument("Expected member of shape (n_jobs, 3)");
+  double* per_node = member.data();
   double* dur = floats.data() + n;
   double* gpus = dur + n;
   double* cpus = gpus + n;
@@ -167,15 +190,35 @@ double draw_jobs(nb::handle capsule, double te_fraction, const Lognormal& te_dur
     // nodes = np.maximum(1, np.ceil(gpus / gpus_per_node)).astype(np.int64); the caller has checked that the
     // largest quotient fits an int64.
     for (size_t i = 0; i < n; ++i) nodes[i] = static_cast<int64_t>(np_maximum(1.0, std::ceil(gpus[i] / gpus_per_node)));
+    // (floats[2:5] / gang).T: the int64 gang size as a double, as numpy divides by it.
+    for (size_t i = 0; i < n; ++i) {
+      const double k = static_cast<double>(nodes[i]);
+      per_node[3 * i] = gpus[i] / k;
+      per_node[3 * i + 1] = cpus[i] / k;
+      per_node[3 * i + 2] = mem[i] / k;
+    }
+    JobsResult out;
+    auto& [mean, lo, hi, total_min, gang_min, gang_max, cls_min, cls_max] = out;
     // float((gpus * dur).mean()): numpy's add.reduce starts from its identity, 0.0, and adds the pairwise sum
     // of the whole array; mean divides by the count.
     for (size_t i = 0; i < n; ++i) u[i] = gpus[i] * dur[i];
-    return (0.0 + pairwise_sum(u.data(), n)) / static_cast<double>(n);
+    mean = (0.0 + pairwise_sum(u.data(), n)) / static_cast<double>(n);
+    for (int r = 0; r < 5; ++r) std::tie(lo[r], hi[r]) = extremes(dur + r * n, n);
+    for (size_t i = 0; i < n; ++i) u[i] = gpus[i] + cpus[i] + mem[i];  // (g + c) + m, as numpy adds them
+    total_min = extremes(u.data(), n).first;
+    const auto gangs = std::minmax_element(nodes, nodes + n);
+    gang_min = *gangs.first;
+    gang_max = *gangs.second;
+    const auto classes = std::minmax_element(cls, cls + n);
+    cls_min = *classes.first;
+    cls_max = *classes.second;
+    return out;
   }
 }
 
-// submit = np.round(np.cumsum(rng.exponential(scale, size=n)), 3), into submit (n,).
-void draw_submit(nb::handle capsule, double scale, F64Out submit) {
+// submit = np.round(np.cumsum(rng.exponential(scale, size=n)), 3), into submit (n,); returns its smallest and
+// largest value.
+std::pair<double, double> draw_submit(nb::handle capsule, double scale, F64Out submit) {
   bitgen_t* bg = bit_generator(capsule);
   if (submit.ndim() != 1 || submit.shape(0) == 0) throw std::invalid_argument("Expected submit of shape (n_jobs,)");
   const size_t n = submit.shape(0);
@@ -185,6 +228,7 @@ void draw_submit(nb::handle capsule, double scale, F64Out submit) {
   for (size_t i = 1; i < n; ++i) s[i] = s[i - 1] + s[i];  // add.accumulate: one running sum, in order
   // np.round(x, 3) is PyArray_Round: multiply by 10.0**3, rint, divide by it.
   for (size_t i = 0; i < n; ++i) s[i] = std::nearbyint(s[i] * 1000.0) / 1000.0;
+  return extremes(s, n);
 }
 
 }  // namespace
@@ -196,11 +240,13 @@ NB_MODULE(_synthetic, m) {
   m.attr("NUMPY_VERSION") = SCHEDGYM_NUMPY_VERSION;
   m.def("draw_jobs", &draw_jobs, "capsule"_a, "te_fraction"_a, "te_duration"_a, "be_duration"_a, "te_gpus"_a,
         "be_gpus"_a, "cpus_per_gpu"_a, "mem_per_gpu"_a, "grace"_a, "te_grace"_a, "gpus_per_node"_a, "floats"_a,
-        "gang"_a, "job_class"_a,
+        "gang"_a, "job_class"_a, "member"_a,
         "Everything synthetic.generate draws before the arrivals, from the bit generator behind capsule (the "
-        "caller holds its lock), into floats (rows duration to grace of a JobTable's float columns), gang and "
-        "job_class; returns the mean of gpus * duration. Releases the GIL.");
+        "caller holds its lock), into floats (rows duration to grace of a JobTable's float columns), gang, "
+        "job_class and member (per-node demands). Returns the mean of gpus * duration; the smallest and the "
+        "largest duration, gpus, cpus, mem_gb and grace; the smallest gpus + cpus + mem_gb; the smallest and "
+        "largest gang size and class. Releases the GIL.");
   m.def("draw_submit", &draw_submit, "capsule"_a, "scale"_a, "submit"_a,
-        "The arrivals of synthetic.generate: np.round(np.cumsum(rng.exponential(scale, n)), 3), into submit. "
-        "Releases the GIL.");
+        "The arrivals of synthetic.generate: np.round(np.cumsum(rng.exponential(scale, n)), 3), into submit; "
+        "returns their smallest and largest. Releases the GIL.");
 }
