@@ -10,6 +10,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <stdexcept>
@@ -111,13 +112,20 @@ bool finite_at_least(double x, double lo) { return std::isfinite(x) && x >= lo; 
 using ShapeKey = std::tuple<int, double, double, double, int>;
 
 struct ShapeKeyHash {
+  // A multiply-xorshift mix of the key's bits: a few cycles per job, where std::hash<double> hashes bytes.
   size_t operator()(const ShapeKey& k) const noexcept {
-    // -0.0 and 0.0 are one key: hash them alike (x + 0.0 is +0.0 for either).
-    auto h = [](double x) { return std::hash<double>{}(x + 0.0); };
-    size_t seed = std::hash<int>{}(std::get<0>(k));
-    for (size_t part : {h(std::get<1>(k)), h(std::get<2>(k)), h(std::get<3>(k)), std::hash<int>{}(std::get<4>(k))})
-      seed ^= part + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2);
-    return seed;
+    auto bits = [](double x) {
+      x += 0.0;  // -0.0 and 0.0 are one key: x + 0.0 is +0.0 for either
+      uint64_t b;
+      std::memcpy(&b, &x, sizeof b);
+      return b;
+    };
+    uint64_t h = static_cast<uint64_t>(std::get<0>(k)) << 32 | static_cast<uint32_t>(std::get<4>(k));
+    for (uint64_t part : {bits(std::get<1>(k)), bits(std::get<2>(k)), bits(std::get<3>(k))}) {
+      h = (h ^ part) * 0x9e3779b97f4a7c15ULL;
+      h ^= h >> 29;
+    }
+    return static_cast<size_t>(h);
   }
 };
 
