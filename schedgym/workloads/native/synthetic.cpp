@@ -13,7 +13,7 @@
 //
 // The caller holds bit_generator.lock, as numpy's methods do, and passes only parameters for which none of
 // this arithmetic can overflow or produce a NaN (numpy would report those as warnings; see
-// _native_parameters in synthetic.py).
+// _native_arguments in synthetic.py).
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/array.h>
