@@ -315,6 +315,29 @@ def test_check_workload_reports_the_same_first_problem_for_columns_and_specs():
             check_workload(list(sequence)[:1] + list(sequence)[2:], cl.capacity)
 
 
+@pytest.mark.parametrize(
+    "jobs",
+    [
+        [JobSpec("a", 0.0, 1.0, 2.0), JobSpec("b", 0.0, 1.0, 16.0), JobSpec("a", 0.0, 1.0, 1.0)],
+        [JobSpec("a", 0.0, 1.0, 2.0), JobSpec("a", 0.0, 1.0, 1.0), JobSpec("b", 0.0, 1.0, 16.0)],
+        [JobSpec("a", 0.0, 1.0, 2.0), JobSpec("g", 0.0, 1.0, 24.0, gang_size=3), JobSpec("b", 0.0, 1.0, 16.0)],
+        [JobSpec("a", 0.0, 1.0, 2.0), JobSpec("c", 0.0, 1.0, 2.0, cpus=1e5)],
+        [JobSpec("a", 0.0, 1.0, 2.0), JobSpec("a", 5.0, 1.0, 1.0)],  # a duplicate id, every job placeable
+    ],
+)
+def test_simulators_report_check_workloads_first_problem(jobs, engine):
+    # The native simulator leaves a job that can never run to its engine and then asks check_workload for the
+    # error: the same one, duplicate ids before or after it included, as checking first.
+    cl = cluster(8, 8)
+    with pytest.raises(ImpossibleJobError) as expected:
+        check_workload(jobs, cl.capacity)
+    for sequence in (jobs, JobTable.from_specs(jobs)):
+        with pytest.raises(ImpossibleJobError) as got:
+            Simulator(cl, sequence, SimConfig(engine=engine))
+        assert str(got.value) == str(expected.value)
+    assert len(Simulator(cl, jobs[:1], SimConfig(engine=engine)).jobs) == 1
+
+
 def test_workload_from_table_checks_like_the_constructor():
     table = JobTable(job_id=["x", "y", "x"], submit_time=0.0, duration=1.0, gpus=1.0)
     with pytest.raises(ConfigError) as from_table:

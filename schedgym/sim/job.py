@@ -292,6 +292,35 @@ class JobTable(Sequence[JobSpec]):
         self._specs = None
         self._duplicate = duplicate
 
+    @classmethod
+    def _from_columns(
+        cls,
+        job_id: tuple[str, ...],
+        floats: np.ndarray,
+        gang_size: np.ndarray,
+        job_class: np.ndarray,
+        extremes: Extremes | None = None,
+        member: np.ndarray | None = None,
+    ) -> JobTable:
+        """The table of columns already in its own layout: ``floats`` (float64, shape (6, n_jobs), one row per
+        float field of JobSpec in its order), ``gang_size`` and ``job_class`` (int64), from now on the table's,
+        checked as the constructor checks them but not copied. Invalid columns get the constructor's error.
+        ``extremes`` (their :func:`_extremes`) and ``member`` (the per-node demands, as :func:`_make_columns`
+        computes them) save computing them again where they are known."""
+        n = len(job_id)
+        bad_id, duplicate = _check_ids(job_id)
+        if n == 0 or duplicate < 0 or min(bad_id, _first_invalid(floats, gang_size, job_class, extremes)) < n:
+            s, d, g, c, m, gr = floats
+            return cls(
+                job_id=job_id, submit_time=s, duration=d, gpus=g, cpus=c, mem_gb=m, gang_size=gang_size,
+                job_class=job_class, grace_period=gr,
+            )  # fmt: skip
+        table = cls.__new__(cls)
+        table._columns = _make_columns(job_id, floats, gang_size, job_class, member)
+        table._specs = None
+        table._duplicate = duplicate
+        return table
+
     def _set_specs(self, specs: tuple[JobSpec, ...]) -> None:
         self._specs = specs
         self._columns = None
@@ -385,25 +414,43 @@ class JobTable(Sequence[JobSpec]):
         self._duplicate = None
 
 
-def _first_invalid(floats: np.ndarray, gang: np.ndarray, cls: np.ndarray) -> int:
+Extremes = tuple[list[float], list[float], float, int, int, int, int]
+"""What :func:`_first_invalid` checks first: the smallest and the largest value of each float row, the smallest
+total demand (gpus + cpus + mem_gb), and the smallest and largest gang size and class."""
+
+
+def _extremes(floats: np.ndarray, gang: np.ndarray, cls: np.ndarray) -> Extremes:
+    g, c, m = floats[2:5]
+    # numpy's min and max propagate NaN (Python's do not): a NaN value makes its row's extremes NaN.
+    return (
+        floats.min(axis=1).tolist(), floats.max(axis=1).tolist(), float((g + c + m).min()), int(gang.min()),
+        int(gang.max()), int(cls.min()), int(cls.max()),
+    )  # fmt: skip
+
+
+def _first_invalid(floats: np.ndarray, gang: np.ndarray, cls: np.ndarray, extremes: Extremes | None = None) -> int:
     """The first job whose numbers JobSpec would reject, or the number of jobs (``floats``: one row per field
-    of ``_FLOAT_FIELDS``)."""
+    of ``_FLOAT_FIELDS``; ``extremes``: their :func:`_extremes`, if known)."""
     s, d, g, c, m, gr = floats
-    total = g + c + m  # in JobSpec's order
-    # The common case, all valid, from a few extremes (a NaN makes them NaN, which fails every comparison).
-    lo, hi = floats.min(axis=1), floats.max(axis=1)  # numpy's min and max propagate NaN; Python's do not
+    # The common case, all valid, from a few extremes (a NaN fails every comparison).
+    lo, hi, total_min, gang_min, gang_max, cls_min, cls_max = extremes or _extremes(floats, gang, cls)
     if (
-        float(lo.min()) >= 0.0
-        and float(hi[[0, 1, 5]].max()) <= MAX_TIME  # submit_time, duration, grace_period
-        and float(hi[2:5].max()) <= MAX_AMOUNT  # gpus, cpus, mem_gb
-        and float(lo[1]) >= MIN_DURATION
-        and float(total.min()) > 0.0
-        and int(gang.min()) >= 1
-        and int(gang.max()) <= MAX_NODES
-        and 0 <= int(cls.min())
-        and int(cls.max()) <= 1
+        all(x >= 0.0 for x in lo)
+        and hi[0] <= MAX_TIME  # submit_time
+        and hi[1] <= MAX_TIME  # duration
+        and hi[5] <= MAX_TIME  # grace_period
+        and hi[2] <= MAX_AMOUNT  # gpus
+        and hi[3] <= MAX_AMOUNT  # cpus
+        and hi[4] <= MAX_AMOUNT  # mem_gb
+        and lo[1] >= MIN_DURATION
+        and total_min > 0.0
+        and gang_min >= 1
+        and gang_max <= MAX_NODES
+        and 0 <= cls_min
+        and cls_max <= 1
     ):
         return len(s)
+    total = g + c + m  # in JobSpec's order
     ok = (
         (s >= 0.0) & (s <= MAX_TIME) & (d >= MIN_DURATION) & (d <= MAX_TIME) & (g >= 0.0) & (g <= MAX_AMOUNT)
         & (c >= 0.0) & (c <= MAX_AMOUNT) & (m >= 0.0) & (m <= MAX_AMOUNT) & (gr >= 0.0) & (gr <= MAX_TIME)
@@ -444,14 +491,17 @@ def _first_duplicate(ids: Sequence[str]) -> int:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _make_columns(ids: tuple, floats: np.ndarray, gang: np.ndarray, cls: np.ndarray) -> JobColumns:
+def _make_columns(
+    ids: tuple, floats: np.ndarray, gang: np.ndarray, cls: np.ndarray, member: np.ndarray | None = None
+) -> JobColumns:
     """The columns of a table, from its ids, its float fields (one row each, in ``_FLOAT_FIELDS`` order, owned
-    by the table) and its gang sizes and classes."""
+    by the table), its gang sizes and classes, and its per-node demands (computed here if not given)."""
     floats.setflags(write=False)  # shared by the table, the engines and results: nobody may change them
     for a in (gang, cls):
         a.setflags(write=False)
     s, d, g, c, m, gr = floats
-    member = np.ascontiguousarray((floats[2:5] / gang).T)  # the same IEEE divisions as JobSpec.member_demand
+    if member is None:
+        member = np.ascontiguousarray((floats[2:5] / gang).T)  # the same IEEE divisions as JobSpec.member_demand
     member.setflags(write=False)
     return {
         "job_id": ids, "submit": s, "duration": d, "gpus": g, "cpus": c, "mem_gb": m, "grace": gr, "gang": gang,

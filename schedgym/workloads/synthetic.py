@@ -20,6 +20,12 @@ Every quantity is drawn for all jobs at once, and the jobs stay columns (a
 :class:`~schedgym.sim.job.JobTable`): an environment's reset draws a workload and builds the native engine
 from it without making a JobSpec per job. The draws (which ``Generator`` calls, in which order) define the
 workloads of every seed; changing them changes every published result.
+
+The Python code below is the specification. When the compiled module ``schedgym.workloads._synthetic``
+(``schedgym/workloads/native/synthetic.cpp``) is there, :func:`generate` runs the same draws and the same
+float operations in C++ without the GIL, on the Generator's own bit generator and numpy's own distribution
+functions: the same jobs, bit for bit, and the same Generator state afterwards (held to the Python path by
+``tests/test_synthetic_native.py``).
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -35,6 +41,24 @@ from schedgym.errors import ConfigError, UnknownNameError
 from schedgym.sim.cluster import ClusterSpec
 from schedgym.sim.job import JobClass, JobTable
 from schedgym.workloads.trace import Workload
+
+_SYNTHETIC_VERSION = 2
+"""The version of the compiled generator this module expects (``schedgym.workloads._synthetic``)."""
+
+
+def _load_native() -> Any:
+    try:
+        from schedgym.workloads import _synthetic  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    # numpy's distributions are linked into the module: another numpy may draw differently, so the module
+    # serves only the numpy it was built against.
+    if _synthetic.SYNTHETIC_VERSION != _SYNTHETIC_VERSION or _synthetic.NUMPY_VERSION != np.__version__:
+        return None
+    return _synthetic
+
+
+_native = _load_native()
 
 
 def _check_dist(name: str, dist: tuple[tuple[float, float], ...]) -> None:
@@ -113,18 +137,31 @@ PRESETS: dict[str, SyntheticConfig] = {
 
 
 def _draw(rng: np.random.Generator, dist: tuple[tuple[float, float], ...], size: int) -> np.ndarray:
-    try:
-        values, cdf = _dist_arrays(dist)
-    except TypeError:  # an unhashable distribution (lists rather than tuples): not cached
-        values, cdf = _dist_arrays.__wrapped__(dist)
+    values, cdf, _, _ = _discrete(dist)
     # rng.choice(len(values), size=size, p=p) is exactly this (numpy's Generator.choice: one uniform per
     # draw, searched in the normalised cumulative sum), without re-checking and re-summing p on every call,
     # which was a quarter of an environment's reset. tests/test_job_table.py holds it to rng.choice.
     return values[np.searchsorted(cdf, rng.random(size), side="right")]
 
 
+class _Discrete(NamedTuple):
+    values: np.ndarray
+    cdf: np.ndarray
+    """the cumulative distribution ``rng.choice`` would search"""
+    smallest: float
+    largest: float
+    """the extreme values (for the native path's range check)"""
+
+
+def _discrete(dist: tuple[tuple[float, float], ...]) -> _Discrete:
+    try:
+        return _dist_arrays(dist)
+    except TypeError:  # an unhashable distribution (lists rather than tuples): not cached
+        return _dist_arrays.__wrapped__(dist)
+
+
 @functools.lru_cache(maxsize=64)
-def _dist_arrays(dist: tuple[tuple[float, float], ...]) -> tuple[np.ndarray, np.ndarray]:
+def _dist_arrays(dist: tuple[tuple[float, float], ...]) -> _Discrete:
     """A distribution's values and the cumulative distribution ``rng.choice`` would use, made once per
     distribution (they are the same arrays, with the same normalisation, on every draw)."""
     values = np.array([v for v, _ in dist], dtype=np.float64)
@@ -134,7 +171,7 @@ def _dist_arrays(dist: tuple[tuple[float, float], ...]) -> tuple[np.ndarray, np.
     cdf /= cdf[-1]
     values.setflags(write=False)
     cdf.setflags(write=False)
-    return values, cdf
+    return _Discrete(values, cdf, float(values.min()), float(values.max()))
 
 
 def _lognormal(rng: np.random.Generator, median: float, sigma: float, lo: float, hi: float, size: int) -> np.ndarray:
@@ -156,6 +193,14 @@ def generate(
     The jobs are drawn as columns and stay columns (:meth:`Workload.from_table`): no
     :class:`~schedgym.sim.job.JobSpec` is made unless someone reads ``workload.jobs``.
     """
+    arguments = _native_arguments(config, rng)
+    if arguments is None:
+        return _generate_python(config, cluster, rng, name)
+    return Workload.from_table(_generate_native(config, cluster, rng, arguments), name=name)
+
+
+def _generate_python(config: SyntheticConfig, cluster: ClusterSpec, rng: np.random.Generator, name: str) -> Workload:
+    """:func:`generate` in numpy: the specification of the draws."""
     n = config.n_jobs
     is_te = rng.random(n) < config.te_fraction
     dur = np.where(
@@ -174,10 +219,7 @@ def generate(
     grace = np.round(_lognormal(rng, config.grace_median, config.grace_sigma, config.grace_min, config.grace_max, n))
     grace = np.where(is_te, config.te_grace, grace)
     nodes = np.maximum(1, np.ceil(gpus / config.gpus_per_node)).astype(np.int64)
-    total_gpus = float(cluster.total[0])
-    if total_gpus <= 0:
-        raise ConfigError(f"Synthetic workloads need a cluster with GPUs; {cluster.name!r} has none")
-    rate = config.load * total_gpus / float((gpus * dur).mean())  # jobs per second
+    rate = config.load * _total_gpus(cluster) / float((gpus * dur).mean())  # jobs per second
     submit = np.round(np.cumsum(rng.exponential(1.0 / rate, size=n)), 3)
     table = JobTable(
         job_id=_job_ids(n),
@@ -191,6 +233,95 @@ def generate(
         grace_period=grace,
     )
     return Workload.from_table(table, name=name)
+
+
+def _total_gpus(cluster: ClusterSpec) -> float:
+    total_gpus = float(cluster.total[0])
+    if total_gpus <= 0:
+        raise ConfigError(f"Synthetic workloads need a cluster with GPUs; {cluster.name!r} has none")
+    return total_gpus
+
+
+# The native path takes parameters in [_TINY, _HUGE] only (numbers of plain Python types): then no product,
+# quotient or sum that generate() forms overflows, underflows or is NaN, so numpy would report nothing (no
+# RuntimeWarning, no error under np.errstate) and the C++ arithmetic, which reports nothing, does the same.
+# Anything else is drawn in Python.
+_TINY, _HUGE = 1e-100, 1e100
+
+
+def _plain(x: object, lo: float = 0.0) -> bool:
+    """A Python float, or an int that converts to float exactly, in ``[lo, _HUGE]``."""
+    return (type(x) is float or (type(x) is int and abs(x) <= 2**53)) and lo <= x <= _HUGE  # type: ignore[operator]
+
+
+def _native_arguments(config: SyntheticConfig, rng: np.random.Generator) -> tuple | None:
+    """The arguments of ``_synthetic.draw_jobs`` after the bit generator, or None if this draw is for the
+    Python path: the module is missing, ``rng`` is not exactly a numpy Generator (a subclass may draw
+    differently), or a parameter is outside the native path's range."""
+    if _native is None or type(rng) is not np.random.Generator:
+        return None
+    c = config
+    if not (
+        all(
+            _plain(x)
+            for x in (
+                c.te_fraction, c.te_duration_median, c.te_duration_sigma, c.te_duration_max, c.be_duration_median,
+                c.be_duration_sigma, c.be_duration_max, c.grace_median, c.grace_sigma, c.grace_min, c.grace_max,
+                c.te_grace,
+            )
+        )
+        and _plain(c.te_duration_min, _TINY)
+        and _plain(c.be_duration_min, _TINY)
+        and _plain(c.gpus_per_node, _TINY)
+    ):  # fmt: skip
+        return None
+    dists = [_discrete(d) for d in (c.te_gpus, c.be_gpus, c.cpus_per_gpu, c.mem_per_gpu)]
+    if not all(_TINY <= d.smallest and d.largest <= _HUGE for d in dists):
+        return None
+    # The largest gang size must fit an int64 (numpy's cast of a larger one warns).
+    if max(dists[0].largest, dists[1].largest) / c.gpus_per_node > 2.0**62:
+        return None
+    return (
+        float(c.te_fraction),
+        _lognormal_arguments(c.te_duration_median, c.te_duration_sigma, c.te_duration_min, c.te_duration_max),
+        _lognormal_arguments(c.be_duration_median, c.be_duration_sigma, c.be_duration_min, c.be_duration_max),
+        *((d.values, d.cdf) for d in dists),
+        _lognormal_arguments(c.grace_median, c.grace_sigma, c.grace_min, c.grace_max),
+        float(c.te_grace),
+        float(c.gpus_per_node),
+    )
+
+
+def _lognormal_arguments(median: float, sigma: float, lo: float, hi: float) -> tuple[float, float, float, float]:
+    """What :func:`_lognormal` passes to ``rng.lognormal`` and clips with, as floats."""
+    return math.log(median), float(sigma), float(lo), float(hi)
+
+
+def _generate_native(
+    config: SyntheticConfig, cluster: ClusterSpec, rng: np.random.Generator, arguments: tuple
+) -> JobTable:
+    """:func:`generate`'s table, drawn by ``_synthetic`` (``arguments`` from :func:`_native_arguments`)."""
+    n = config.n_jobs
+    bit_generator = rng.bit_generator
+    capsule = bit_generator.capsule
+    floats = np.empty((6, n))  # the table's float columns, in JobTable's order: submit, duration, ..., grace
+    gang = np.empty(n, dtype=np.int64)
+    job_class = np.empty(n, dtype=np.int64)
+    member = np.empty((n, 3))
+    with bit_generator.lock:  # as the Generator's own methods hold it
+        mean, lo, hi, *counts = _native.draw_jobs(capsule, *arguments, floats, gang, job_class, member)
+    rate = config.load * _total_gpus(cluster) / mean  # the Python path's expressions, with their errors
+    scale = 1.0 / rate
+    extremes = None
+    # An exponential draw is below 45 (numpy's ziggurat), so the arrival times and their products with 1000
+    # stay normal floats from 1e-250 to 1e250 / n_jobs (else in Python: numpy would report an overflow).
+    if 1e-250 <= float(scale) <= 1e250 / n:
+        with bit_generator.lock:
+            first, last = _native.draw_submit(capsule, float(scale), floats[0])
+        extremes = ([first, *lo], [last, *hi], *counts)
+    else:
+        floats[0] = np.round(np.cumsum(rng.exponential(scale, size=n)), 3)
+    return JobTable._from_columns(_job_ids(n), floats, gang, job_class, extremes, member)
 
 
 def preset(name: str, **overrides: Any) -> SyntheticConfig:

@@ -10,11 +10,13 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 
 namespace schedgym {
 
@@ -107,6 +109,26 @@ void discard(std::vector<int>& v, int x) {  // set.discard(x) on an unordered ve
 
 bool finite_at_least(double x, double lo) { return std::isfinite(x) && x >= lo; }
 
+using ShapeKey = std::tuple<int, double, double, double, int>;
+
+struct ShapeKeyHash {
+  // A multiply-xorshift mix of the key's bits: a few cycles per job, where std::hash<double> hashes bytes.
+  size_t operator()(const ShapeKey& k) const noexcept {
+    auto bits = [](double x) {
+      x += 0.0;  // -0.0 and 0.0 are one key: x + 0.0 is +0.0 for either
+      uint64_t b;
+      std::memcpy(&b, &x, sizeof b);
+      return b;
+    };
+    uint64_t h = static_cast<uint64_t>(std::get<0>(k)) << 32 | static_cast<uint32_t>(std::get<4>(k));
+    for (uint64_t part : {bits(std::get<1>(k)), bits(std::get<2>(k)), bits(std::get<3>(k))}) {
+      h = (h ^ part) * 0x9e3779b97f4a7c15ULL;
+      h ^= h >> 29;
+    }
+    return static_cast<size_t>(h);
+  }
+};
+
 }  // namespace
 
 // ==================================================================== construction (PythonSimulator.__init__)
@@ -167,11 +189,13 @@ Engine::Engine(int n_nodes, const double* capacity, int n_jobs, const double* su
   }
 
   // Shapes by the exact key (class, member row, gang size), numbered in order of first appearance. The map
-  // compares the doubles with <, so keys are equal exactly when Python's tuples are (0.0 == -0.0 included).
-  std::map<std::tuple<int, double, double, double, int>, int> shape_ids;
+  // compares the doubles with ==, so keys are equal exactly when Python's tuples are (0.0 == -0.0 included;
+  // the demands are finite); a hash table, as a workload has thousands of jobs and a few dozen shapes.
+  std::unordered_map<ShapeKey, int, ShapeKeyHash> shape_ids;
+  shape_ids.reserve(64);
   for (int i = 0; i < n_jobs; ++i) {
     const double* m = member_row(i);
-    auto [it, is_new] = shape_ids.try_emplace(std::make_tuple(class_[i], m[0], m[1], m[2], gang_[i]),
+    auto [it, is_new] = shape_ids.try_emplace(ShapeKey{class_[i], m[0], m[1], m[2], gang_[i]},
                                               static_cast<int>(shape_k_.size()));
     shape_[i] = it->second;
     if (!is_new) continue;
