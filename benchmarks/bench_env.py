@@ -176,8 +176,10 @@ def run_vector(env_id: str, num_envs: int, seconds: float, seed: int, n_threads:
         k = rng.integers(masks.sum(axis=1))  # the k-th legal action of each sub-environment
         actions = (np.cumsum(masks, axis=1) > k[:, None]).argmax(axis=1)
         t_actions += time.perf_counter() - t
+        # A sub-environment whose episode ended at the previous step is reset by this one (next-step
+        # autoreset): its action is ignored and it makes no decision, so it is not counted.
+        steps += num_envs - int(raw._autoreset.sum())  # type: ignore[attr-defined]
         raw.step(actions)
-        steps += num_envs
     elapsed = time.perf_counter() - t0
     return {
         "steps_per_s": steps / elapsed,
