@@ -122,7 +122,7 @@ def main() -> None:
         "| decisions/s, all together | native stepping | resets | drawing actions | the rest |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for num_envs, n_threads in ((1, 1), (16, 1), (16, None)):
+    for num_envs, n_threads in ((1, 1), (16, 1), (16, None), (32, None), (64, None)):
         r = run_vector("schedgym/Preemption-v1", num_envs, args.seconds, args.seed, n_threads)
         rest = 1 - r["share_native"] - r["share_reset"] - r["share_actions"]
         print(
