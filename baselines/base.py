@@ -15,11 +15,13 @@ Resource vectors here are plain ``(gpus, cpus, mem_gb)`` tuples (see :mod:`sched
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from schedgym.sim.job import Job
 from schedgym.sim.policy import DECLINE, Policy, PreemptionPlan, PreemptionRequest
-from schedgym.sim.resources import Vec, covers, fits_on
+from schedgym.sim.resources import Vec, covers, fits_on, shortfall
 
-__all__ = ["NodeByNodePolicy", "Policy", "freed", "prune"]
+__all__ = ["NodeByNodePolicy", "Policy", "freed", "prune", "take_until_covered"]
 
 
 def freed(victims: list[Job]) -> Vec:
@@ -31,6 +33,16 @@ def freed(victims: list[Job]) -> Vec:
         c += d[1]
         m += d[2]
     return (g, c, m)
+
+
+def take_until_covered(ordered: Iterable[Job], deficit: Vec) -> list[Job]:
+    """Victims taken from ``ordered`` in turn until what they free covers ``deficit``."""
+    victims: list[Job] = []
+    for c in ordered:
+        victims.append(c)
+        if covers(freed(victims), deficit):
+            break
+    return victims
 
 
 def prune(victims: list[Job], deficit: Vec) -> list[Job]:
@@ -59,7 +71,7 @@ class NodeByNodePolicy(Policy):
                 # Room without preemption: only a gang gets here, handled below. The same test as for the
                 # gang's room below, so that no node is both a room option and a preemption option.
                 continue
-            deficit = (max(need[0] - a[0], 0.0), max(need[1] - a[1], 0.0), max(need[2] - a[2], 0.0))
+            deficit = shortfall(a, need)
             if covers(freed(cands), deficit):
                 feasible.append((n, deficit, cands))
         options: list[tuple[tuple, int, list[Job]]] = []

@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import math
 
-from baselines.base import NodeByNodePolicy, freed, prune
+from baselines.base import NodeByNodePolicy, prune, take_until_covered
 from schedgym.errors import ConfigError
 from schedgym.sim.job import Job
 from schedgym.sim.policy import PreemptionRequest, QueueDiscipline
-from schedgym.sim.resources import EPS, Vec, covers
+from schedgym.sim.resources import EPS, Vec
 
 
 class FitGpp(NodeByNodePolicy):
@@ -81,11 +81,7 @@ class FitGpp(NodeByNodePolicy):
         if self.order == "fit":
             victims = _greedy_fit(deficit, candidates, cap)
         else:
-            victims = []
-            for c in sorted(candidates, key=lambda j: (j.spec.grace_period, j.idx)):
-                victims.append(c)
-                if covers(freed(victims), deficit):
-                    break
+            victims = take_until_covered(sorted(candidates, key=lambda j: (j.spec.grace_period, j.idx)), deficit)
         if len(victims) > 1:
             victims = prune(victims, deficit)
         f0 = f1 = f2 = 0.0

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from baselines.base import NodeByNodePolicy, freed
+from baselines.base import NodeByNodePolicy, take_until_covered
 from schedgym.sim.job import Job
 from schedgym.sim.policy import PreemptionRequest, QueueDiscipline
-from schedgym.sim.resources import Vec, covers
+from schedgym.sim.resources import Vec
 
 
 class RandomPreemption(NodeByNodePolicy):
@@ -31,9 +31,5 @@ class RandomPreemption(NodeByNodePolicy):
     def _evaluate_node(
         self, request: PreemptionRequest, node: int, deficit: Vec, candidates: list[Job]
     ) -> tuple[tuple, list[Job]] | None:
-        victims: list[Job] = []
-        for i in self.rng.permutation(len(candidates)).tolist():
-            victims.append(candidates[i])
-            if covers(freed(victims), deficit):
-                break
+        victims = take_until_covered((candidates[i] for i in self.rng.permutation(len(candidates)).tolist()), deficit)
         return (float(self.rng.random()),), victims

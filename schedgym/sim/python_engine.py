@@ -27,7 +27,7 @@ from schedgym.sim.cluster import ClusterSpec
 from schedgym.sim.job import Job, JobClass, JobSpec, JobState, build_jobs
 from schedgym.sim.metrics import TAU, RunResult, Segment, build_result
 from schedgym.sim.policy import PreemptionPlan, PreemptionRequest, QueueDiscipline
-from schedgym.sim.resources import EPS, covers, fits_on
+from schedgym.sim.resources import EPS, covers, fits_on, shortfall, total_demand
 from schedgym.sim.simulator import SimConfig, Simulator
 
 # Event kinds; the number is also the tie-break priority at equal times: resources are freed before new
@@ -288,17 +288,11 @@ class PythonSimulator(Simulator):
         could turn a decline into a plan (starts, reservations and preemptions only take room away)."""
         for n in nodes:
             a = self.avail[n].tolist()
-            free = [0.0, 0.0, 0.0]
-            for c in sorted(self._cand_on[n]):  # summed in job order, as the baselines sum a request
-                d = self.jobs[c].demand
-                free[0] += d[0]
-                free[1] += d[1]
-                free[2] += d[2]
+            # Summed in job order, as the baselines sum a request's candidates.
+            free = total_demand(self.jobs[c].demand for c in sorted(self._cand_on[n]))
             for shape in list(self._declined):
-                need = self._shape_rows[shape]
                 # The baselines' feasibility test (baselines/base.py), with the same float operations.
-                deficit = (max(need[0] - a[0], 0.0), max(need[1] - a[1], 0.0), max(need[2] - a[2], 0.0))
-                if covers(free, deficit):
+                if covers(free, shortfall(a, self._shape_rows[shape])):
                     self._declined.discard(shape)
                     self._owed.add(shape)
 

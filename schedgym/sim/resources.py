@@ -24,6 +24,12 @@ def covers(have: Sequence[float], need: Sequence[float]) -> bool:
     return have[0] >= need[0] - EPS and have[1] >= need[1] - EPS and have[2] >= need[2] - EPS
 
 
+def shortfall(have: Sequence[float], need: Sequence[float]) -> Vec:
+    """What ``need`` lacks beyond ``have``, per resource (0 where ``have`` is enough): the deficit that
+    preemptions must cover on a node."""
+    return (max(need[0] - have[0], 0.0), max(need[1] - have[1], 0.0), max(need[2] - have[2], 0.0))
+
+
 def fits_on(avail: np.ndarray, need: np.ndarray) -> np.ndarray:
     """Per row of ``avail`` (shape (n, 3)), whether ``need`` (shape (3,)) fits there (bool, shape (n,))."""
     return np.asarray((avail >= need - EPS).all(axis=-1))

@@ -6,6 +6,8 @@
 // float32 as numpy does when the list is assigned into the float32 array, then clipped as np.clip does.
 #include "decision.hpp"
 
+#include "resources.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -15,17 +17,6 @@ namespace schedgym {
 
 namespace {
 
-// schedgym.sim.resources.EPS and covers(have, need).
-constexpr double EPS = 1e-9;
-inline bool covers(const double* have, const double* need) {
-  return have[0] >= need[0] - EPS && have[1] >= need[1] - EPS && have[2] >= need[2] - EPS;
-}
-inline bool covers3(double g, double c, double m, const double* need) {
-  return g >= need[0] - EPS && c >= need[1] - EPS && m >= need[2] - EPS;
-}
-// Python's builtin max(a, b) and min(a, b): the first argument unless the second is strictly greater (less).
-inline double py_max(double a, double b) { return (b > a) ? b : a; }
-inline double py_min(double a, double b) { return (b < a) ? b : a; }
 // schedgym.decision.features.squash.
 inline double squash(double x, double scale) { return x > 0 ? x / (x + scale) : 0.0; }
 // float64 -> float32 (numpy's assignment of a Python float), then np.clip(x, 0, 1) on float32.

@@ -6,6 +6,8 @@
 // compiler from contracting or reassociating them (-ffp-contract=off, no -ffast-math; see CMakeLists.txt).
 #include "engine.hpp"
 
+#include "resources.hpp"
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -22,8 +24,6 @@ namespace schedgym {
 
 namespace {
 
-// schedgym.sim.resources.EPS: the one tolerance of the fit test.
-constexpr double EPS = 1e-9;
 // schedgym.sim.metrics.TAU: the bounded slowdown's floor on the duration.
 constexpr double TAU = 10.0;
 constexpr double NaN = std::numeric_limits<double>::quiet_NaN();
@@ -32,9 +32,6 @@ constexpr double NaN = std::numeric_limits<double>::quiet_NaN();
 // occurs here).
 inline double np_maximum(double a, double b) { return (a >= b) ? a : b; }
 inline double np_minimum(double a, double b) { return (a <= b) ? a : b; }
-// Python's builtin max(a, b) and min(a, b): the first argument unless the second is strictly greater (less).
-inline double py_max(double a, double b) { return (b > a) ? b : a; }
-inline double py_min(double a, double b) { return (b < a) ? b : a; }
 
 // numpy's ndarray.round(9): rint(x * 1e9) / 1e9, rounding half to even (the default rounding mode).
 inline double round9(double x) { return std::nearbyint(x * 1e9) / 1e9; }
@@ -202,7 +199,7 @@ Engine::Engine(int n_nodes, const double* capacity, int n_jobs, const double* su
     int fitting = 0;  // PythonSimulator._fits_somewhere (the Python side has checked it already)
     for (int n = 0; n < n_nodes; ++n) {
       const double* c = &capacity_[3 * static_cast<size_t>(n)];
-      fitting += (c[0] >= m[0] - EPS && c[1] >= m[1] - EPS && c[2] >= m[2] - EPS);
+      fitting += covers(c, m);
     }
     if (fitting < gang_[i])
       throw std::invalid_argument("Job index " + std::to_string(i) + " can never run: it needs " +
@@ -479,10 +476,10 @@ void Engine::offer_again(const int* nodes, int k) {
     const std::vector<int>& items = declined_.items();
     for (size_t i = items.size(); i-- > 0;) {  // backwards: discarding swaps a visited item into slot i
       int s = items[i];
-      const double* d = &shape_demand_[3 * static_cast<size_t>(s)];
-      bool covered = true;
-      for (int x = 0; x < 3; ++x) covered = covered && freed[x] >= std::max(d[x] - a[x], 0.0) - EPS;
-      if (covered) {
+      // The baselines' feasibility test (NodeByNodeRule::decide): the candidates cover the shortfall.
+      double missing[3];
+      shortfall(a, &shape_demand_[3 * static_cast<size_t>(s)], missing);
+      if (covers(freed, missing)) {
         declined_.discard(s);
         owed_.add(s);
       }
@@ -730,7 +727,7 @@ void Engine::check_plan(int job, const std::vector<int64_t>& nodes, const std::v
   const double* m = member_row(job);
   for (size_t p = 0; p < k; ++p) {
     const double* r = &room[3 * p];
-    if (!(r[0] >= m[0] - EPS && r[1] >= m[1] - EPS && r[2] >= m[2] - EPS))
+    if (!covers(r, m))
       throw std::invalid_argument("After preempting " + py_list(victims) + ", node " + std::to_string(nodes[p]) +
                                   " would offer " + py_row(r) + " but job " + label(job) + " needs " + py_row(m) +
                                   " there");

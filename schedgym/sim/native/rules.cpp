@@ -3,6 +3,8 @@
 // name the Python line a construct stands for where the correspondence is not obvious.
 #include "rules.hpp"
 
+#include "resources.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -23,16 +25,19 @@ namespace schedgym {
 
 namespace {
 
-constexpr double EPS = 1e-9;  // schedgym.sim.resources.EPS
-
-// Python's max(x, 0.0): x unless 0.0 > x.
-inline double max0(double x) { return 0.0 > x ? 0.0 : x; }
-// Python's min(a, b): a unless b < a.
-inline double py_min(double a, double b) { return b < a ? b : a; }
-
-// resources.covers(have, need)
-inline bool covers(const double* have, const double* need) {
-  return have[0] >= need[0] - EPS && have[1] >= need[1] - EPS && have[2] >= need[2] - EPS;
+// base.take_until_covered: cands[pos] for pos in `order`, appended to `victims` until what they free covers
+// `deficit`. freed(victims) is a left fold from 0.0, so a running sum gives the same values at each step.
+inline void take_until_covered(const std::vector<Candidate>& cands, const std::vector<int>& order,
+                               const double deficit[3], std::vector<int>& victims) {
+  double g = 0.0, c = 0.0, m = 0.0;
+  for (int p : order) {
+    victims.push_back(p);
+    const double* d = cands[p].demand;
+    g += d[0];
+    c += d[1];
+    m += d[2];
+    if (covers3(g, c, m, deficit)) break;
+  }
 }
 
 // base.freed over cands[pos] for pos in positions (summed from 0.0 in that order), skipping position `skip`.
@@ -158,16 +163,7 @@ class FitGppRule final : public NodeByNodeRule {
         const double kb[2] = {cands[b].grace, static_cast<double>(cands[b].idx)};
         return tuple_less(ka, 2, kb, 2);
       });
-      double g = 0.0, c = 0.0, m = 0.0;  // freed(victims), a running left fold: the same sums
-      for (int p : order_) {
-        victims.push_back(p);
-        const double* d = cands[p].demand;
-        g += d[0];
-        c += d[1];
-        m += d[2];
-        const double have[3] = {g, c, m};
-        if (covers(have, deficit)) break;
-      }
+      take_until_covered(cands, order_, deficit, victims);
     }
     if (victims.size() > 1) prune(cands, victims, deficit);
     double f0 = 0.0, f1 = 0.0, f2 = 0.0;
@@ -255,16 +251,7 @@ bool RandomRule::evaluate_node(const RequestView& /*r*/, int /*node*/, const dou
   // The draws in the Python rule's order: the permutation first, the score after the victims.
   rng_.permutation(cands.size(), order_);
   victims.clear();
-  double g = 0.0, c = 0.0, m = 0.0;  // freed(victims), a running left fold: the same sums
-  for (int p : order_) {
-    victims.push_back(p);
-    const double* d = cands[p].demand;
-    g += d[0];
-    c += d[1];
-    m += d[2];
-    const double have[3] = {g, c, m};
-    if (covers(have, deficit)) break;
-  }
+  take_until_covered(cands, order_, deficit, victims);
   score.size = 1;
   score.v[0] = rng_.next_double();
   score.v[1] = 0.0;
@@ -291,7 +278,8 @@ Plan NodeByNodeRule::decide(const RequestView& r) {
     const double* a = r.avail + 3 * static_cast<size_t>(n);
     // Room without preemption (a gang's, below): the same test as there, so no node is offered twice.
     if (covers(a, need)) continue;
-    Feasible f{n, {max0(need[0] - a[0]), max0(need[1] - a[1]), max0(need[2] - a[2])}, &cands};
+    Feasible f{n, {}, &cands};
+    shortfall(a, need, f.deficit);
     all.resize(cands.size());
     for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
     freed(cands, all, -1, have);
