@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from hypothesis import strategies as st
 
 from schedgym.sim import (
     DECLINE,
@@ -40,6 +41,73 @@ def be(job_id: str, submit: float, duration: float, gpus: float, grace: float = 
 def cluster(*gpus: float, cpus: float = 0.0, mem_gb: float = 0.0) -> ClusterSpec:
     """One node per argument, named n0, n1, ... with that many GPUs."""
     return ClusterSpec(tuple(NodeSpec(f"n{i}", float(g), cpus, mem_gb) for i, g in enumerate(gpus)))
+
+
+def fit_vs_grace_jobs(grace_big: float, grace_small: float) -> list[JobSpec]:
+    """Two 8-GPU nodes. At 0 (best fit): "big" (8 GPUs) -> n0; "s1" (4) -> n1; "s2" (4) -> n1. "t" (TE, 4 GPUs)
+    at 10 finds no room: on n0 it must preempt big (frees 8 for a deficit of 4), on n1 one of s1/s2 (frees
+    exactly 4)."""
+    return [
+        be("big", 0, 1000, 8, grace=grace_big),
+        be("s1", 0, 1000, 4, grace=grace_small),
+        be("s2", 0, 1000, 4, grace=grace_small),
+        te("t", 10, 100, 4),
+    ]
+
+
+def in_node_jobs() -> list[JobSpec]:
+    """One 16-GPU node running "v2" (2 GPUs, grace 5), "v4" (4 GPUs, grace 50), "v8" (8 GPUs, grace 20): 2 GPUs
+    free. "t" (TE, 5 GPUs) at 10 has a deficit of 5 - 2 = 3."""
+    return [
+        be("v2", 0, 1000, 2, grace=5),
+        be("v4", 0, 1000, 4, grace=50),
+        be("v8", 0, 1000, 8, grace=20),
+        te("t", 10, 100, 5),
+    ]
+
+
+@st.composite
+def small_workloads(draw) -> tuple[ClusterSpec, list[JobSpec]]:
+    """A heterogeneous cluster of 1-5 nodes (fractional GPUs or not, nodes without CPUs or memory) and 5-40 jobs
+    that each fit on some node: gangs, both classes, equal submit times, a few grace periods."""
+    n = draw(st.integers(1, 5))
+    fractional = draw(st.booleans())
+    gpu_sizes = [0.7, 1.0, 1.5, 2.5] if fractional else [1.0, 2.0, 4.0, 8.0]
+    nodes = tuple(
+        NodeSpec(
+            f"n{i}",
+            draw(st.sampled_from(gpu_sizes)),
+            draw(st.sampled_from([0.0, 4.0, 16.0])),  # 0: a node without CPUs (capacity normaliser 1.0)
+            draw(st.sampled_from([0.0, 32.0, 64.0])),
+        )
+        for i in range(n)
+    )
+    cl = ClusterSpec(nodes)
+    cap = cl.capacity
+    fractions = st.sampled_from([0.0, 0.1, 0.25, 0.3, 0.5, 0.7, 1.0])
+    jobs = []
+    for i in range(draw(st.integers(5, 40))):
+        host = cap[draw(st.integers(0, n - 1))]
+        member = tuple(float(host[r] * draw(fractions)) for r in range(3))
+        if sum(member) <= 0:
+            member = (float(host[0]) * 0.5, float(host[1]) * 0.5, float(host[2]) * 0.5)
+        k = draw(st.integers(1, min(3, n)))
+        if int((cap >= np.array(member) - 1e-9).all(axis=1).sum()) < k:
+            k = 1  # the host node always fits one member
+        jobs.append(
+            JobSpec(
+                job_id=f"j{i}",
+                submit_time=float(draw(st.integers(0, 60))),
+                duration=float(draw(st.sampled_from([1, 5, 10, 20, 50, 200]))),
+                gpus=member[0] * k,
+                cpus=member[1] * k,
+                mem_gb=member[2] * k,
+                gang_size=k,
+                job_class=JobClass.TE if draw(st.integers(0, 2)) == 0 else JobClass.BE,
+                grace_period=float(draw(st.sampled_from([0, 1, 3, 10, 10, 25]))),
+            )
+        )
+    return cl, jobs
 
 
 @dataclass

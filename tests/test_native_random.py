@@ -24,11 +24,12 @@ import pickle
 
 import numpy as np
 import pytest
+from helpers import small_workloads
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from baselines.random_policy import RandomPreemption
-from schedgym.sim import ClusterSpec, JobClass, JobSpec, NodeSpec, SimConfig, Simulator, cluster_preset
+from schedgym.sim import ClusterSpec, SimConfig, Simulator, cluster_preset
 from schedgym.workloads import generate, preset
 
 try:
@@ -296,39 +297,7 @@ def test_paper_workloads(seed, config, python_calls):
 
 @st.composite
 def scenarios(draw):
-    n = draw(st.integers(1, 5))
-    nodes = tuple(
-        NodeSpec(
-            f"n{i}",
-            draw(st.sampled_from([0.7, 1.0, 2.0, 2.5, 4.0, 8.0])),
-            draw(st.sampled_from([0.0, 4.0, 16.0])),
-            draw(st.sampled_from([0.0, 32.0, 64.0])),
-        )
-        for i in range(n)
-    )
-    cl = ClusterSpec(nodes)
-    cap = cl.capacity
-    fractions = st.sampled_from([0.1, 0.25, 0.3, 0.5, 0.7, 1.0])
-    jobs = []
-    for i in range(draw(st.integers(5, 50))):
-        host = cap[draw(st.integers(0, n - 1))]
-        member = tuple(float(host[r] * draw(fractions)) for r in range(3))
-        k = draw(st.integers(1, min(3, n)))
-        if int((cap >= np.array(member) - 1e-9).all(axis=1).sum()) < k:
-            k = 1  # the host node always fits one member
-        jobs.append(
-            JobSpec(
-                job_id=f"j{i}",
-                submit_time=float(draw(st.integers(0, 60))),
-                duration=float(draw(st.sampled_from([1, 5, 10, 20, 50, 200]))),
-                gpus=member[0] * k,
-                cpus=member[1] * k,
-                mem_gb=member[2] * k,
-                gang_size=k,
-                job_class=JobClass.TE if draw(st.integers(0, 2)) == 0 else JobClass.BE,
-                grace_period=float(draw(st.sampled_from([0, 1, 3, 10, 25]))),
-            )
-        )
+    cl, jobs = draw(small_workloads())
     config = {
         "queue": draw(st.sampled_from(["priority", "fifo"])),
         "backfill": draw(st.booleans()),

@@ -25,7 +25,7 @@ import os
 
 import numpy as np
 import pytest
-from helpers import be, cluster, te
+from helpers import be, cluster, fit_vs_grace_jobs, in_node_jobs, small_workloads, te
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -35,7 +35,6 @@ from schedgym.sim import (
     Job,
     JobClass,
     JobSpec,
-    NodeSpec,
     PreemptionPlan,
     PreemptionRequest,
     SimConfig,
@@ -184,43 +183,7 @@ def test_paper_workloads_thorough(seed, load, max_preemptions, driver):
 
 @st.composite
 def scenarios(draw):
-    n = draw(st.integers(1, 5))
-    fractional = draw(st.booleans())
-    gpu_sizes = [0.7, 1.0, 1.5, 2.5] if fractional else [1.0, 2.0, 4.0, 8.0]
-    nodes = tuple(
-        NodeSpec(
-            f"n{i}",
-            draw(st.sampled_from(gpu_sizes)),
-            draw(st.sampled_from([0.0, 4.0, 16.0])),  # 0: a node without CPUs (capacity normaliser 1.0)
-            draw(st.sampled_from([0.0, 32.0, 64.0])),
-        )
-        for i in range(n)
-    )
-    cl = ClusterSpec(nodes)
-    cap = cl.capacity
-    fractions = st.sampled_from([0.0, 0.1, 0.25, 0.3, 0.5, 0.7, 1.0])
-    jobs = []
-    for i in range(draw(st.integers(5, 40))):
-        host = cap[draw(st.integers(0, n - 1))]
-        member = tuple(float(host[r] * draw(fractions)) for r in range(3))
-        if sum(member) <= 0:
-            member = (float(host[0]) * 0.5, float(host[1]) * 0.5, float(host[2]) * 0.5)
-        k = draw(st.integers(1, min(3, n)))
-        if int((cap >= np.array(member) - 1e-9).all(axis=1).sum()) < k:
-            k = 1  # the host node always fits one member
-        jobs.append(
-            JobSpec(
-                job_id=f"j{i}",
-                submit_time=float(draw(st.integers(0, 60))),
-                duration=float(draw(st.sampled_from([1, 5, 10, 20, 50, 200]))),
-                gpus=member[0] * k,
-                cpus=member[1] * k,
-                mem_gb=member[2] * k,
-                gang_size=k,
-                job_class=JobClass.TE if draw(st.integers(0, 2)) == 0 else JobClass.BE,
-                grace_period=float(draw(st.sampled_from([0, 1, 3, 10, 10, 25]))),
-            )
-        )
+    cl, jobs = draw(small_workloads())
     config = SimConfig(
         engine="python",
         queue=draw(st.sampled_from(["priority", "priority", "fifo"])),
@@ -370,22 +333,6 @@ def test_other_fitgpp_parameters(lam, grace_scale, order, rank, request):
 # ----------------------------------------------------------------------------------------------------------
 
 
-def fit_vs_grace_jobs(grace_big: float, grace_small: float):
-    return [
-        be("big", 0, 1000, 8, grace=grace_big),
-        be("s1", 0, 1000, 4, grace=grace_small),
-        be("s2", 0, 1000, 4, grace=grace_small),
-        te("t", 10, 100, 4),
-    ]
-
-
-IN_NODE_JOBS = [
-    be("v2", 0, 1000, 2, grace=5),
-    be("v4", 0, 1000, 4, grace=50),
-    be("v8", 0, 1000, 8, grace=20),
-    te("t", 10, 100, 5),
-]
-
 HAND_CASES = [
     # (variant, cluster, jobs, nodes, victims): the comments in tests/test_policies.py work them out.
     ("fitgpp", cluster(8, 8), fit_vs_grace_jobs(10, 10), (1,), ["s1"]),
@@ -393,8 +340,8 @@ HAND_CASES = [
     ("fitgpp", cluster(8, 8), fit_vs_grace_jobs(10, 20), (1,), ["s1"]),
     ("fitgpp-fitness", cluster(8, 8), fit_vs_grace_jobs(10, 300), (1,), ["s1"]),
     ("fitgpp-gracefirst", cluster(8, 8), fit_vs_grace_jobs(10, 20), (0,), ["big"]),
-    ("fitgpp", cluster(16), IN_NODE_JOBS, (0,), ["v4"]),
-    ("fitgpp-gracefirst", cluster(16), IN_NODE_JOBS, (0,), ["v8"]),
+    ("fitgpp", cluster(16), in_node_jobs(), (0,), ["v4"]),
+    ("fitgpp-gracefirst", cluster(16), in_node_jobs(), (0,), ["v8"]),
     (
         "fitgpp",
         cluster(8),

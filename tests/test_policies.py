@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import be, cluster, te
+from helpers import be, cluster, fit_vs_grace_jobs, in_node_jobs, te
 
 from schedgym.errors import ConfigError, IllegalDecisionError, UnknownNameError
 from schedgym.experiments import run_policy
@@ -48,18 +48,6 @@ def victim_ids(plan, ids):
 # ----------------------------------------------------------------------------------------------------------
 
 
-def fit_vs_grace_jobs(grace_big: float, grace_small: float):
-    # Two 8-GPU nodes. At 0 (best fit): "big" (8 GPUs) -> n0; "s1" (4) -> n1; "s2" (4) -> n1.
-    # "t" (TE, 4 GPUs) at 10 finds no room: on n0 it must preempt big (frees 8 for a deficit of 4), on n1 one of
-    # s1/s2 (frees exactly 4).
-    return [
-        be("big", 0, 1000, 8, grace=grace_big),
-        be("s1", 0, 1000, 4, grace=grace_small),
-        be("s2", 0, 1000, 4, grace=grace_small),
-        te("t", 10, 100, 4),
-    ]
-
-
 def test_fitgpp_prefers_the_node_whose_victims_fit_best():
     # All grace periods 10. n0: fitness = |8 - 4| / 8 = 0.5, score 0.5 + 10/60 = 0.667.
     # n1: s1 and s2 fit exactly (tie broken by job index -> s1): fitness 0, score 0.167 -> n1, victim s1.
@@ -93,17 +81,6 @@ def test_fitgpp_gracefirst_picks_shortest_grace():
     plan, ids = decide("fitgpp-gracefirst", cluster(8, 8), fit_vs_grace_jobs(10, 20))
     assert plan.nodes == (0,)
     assert victim_ids(plan, ids) == ["big"]
-
-
-def in_node_jobs():
-    # One 16-GPU node running "v2" (2 GPUs, grace 5), "v4" (4 GPUs, grace 50), "v8" (8 GPUs, grace 20): 2 GPUs
-    # free. "t" (TE, 5 GPUs) at 10 has a deficit of 5 - 2 = 3.
-    return [
-        be("v2", 0, 1000, 2, grace=5),
-        be("v4", 0, 1000, 4, grace=50),
-        be("v8", 0, 1000, 8, grace=20),
-        te("t", 10, 100, 5),
-    ]
 
 
 def test_fitgpp_victim_that_exceeds_the_deficit_least():
