@@ -27,6 +27,7 @@ from schedgym._atomic import atomic_open
 from schedgym._fielddocs import field_docs
 from schedgym.errors import ConfigError, SchedGymError
 from schedgym.limits import MAX_SEED
+from schedgym.registry import make_policy
 
 MAX_EVAL_WORKLOADS = 100
 MAX_N_ENVS = 256
@@ -80,14 +81,57 @@ class TrainConfig:
     """show a progress bar"""
     torch_threads: int = 1
     """torch threads in this process (a small MLP gains nothing from more, and on few cores they oversubscribe)"""
+    workloads: tuple[str, ...] = ()
+    """train on several workloads at once: environment i draws its episodes from workloads[i % len(workloads)]
+    (synthetic presets or bundled traces, each on its own cluster unless env_kwargs names one); replaces
+    env_kwargs' workload; validation covers each"""
+    imitate: str | None = None
+    """before reinforcement learning, imitate this registered policy (a rule such as fitgpp, or lookahead):
+    behaviour cloning, then DAgger rounds"""
+    imitate_decisions: int = 20_000
+    """imitation: expert-labelled decisions recorded per round"""
+    imitate_rounds: int = 1
+    """imitation: rounds of recording and fitting (1: behaviour cloning; round r > 0 lets the learner act
+    with probability 1 - 0.5**r, DAgger)"""
+    imitate_epochs: int = 10
+    """imitation: passes over the recorded decisions per round"""
+    eval_baselines: tuple[str, ...] = ("fitgpp", "k8s")
+    """rules run once on the validation workloads; every evaluation reports the agent's differences to them"""
 
     def __post_init__(self) -> None:
         if self.algo not in ALGOS:
             raise ConfigError(f"Expected algo in {sorted(ALGOS)}, got {self.algo!r}")
-        for name in ("total_timesteps", "n_envs", "n_steps", "batch_size", "n_eval_workloads", "torch_threads"):
+        for name in (
+            "n_envs", "n_steps", "batch_size", "n_eval_workloads", "torch_threads", "imitate_decisions",
+            "imitate_rounds", "imitate_epochs",
+        ):  # fmt: skip
             value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(f"Expected {name} > 0, got {value!r}")
+        steps = self.total_timesteps
+        if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
+            raise ConfigError(f"Expected total_timesteps >= 0, got {steps!r}")
+        if steps == 0 and self.imitate is None:
+            raise ConfigError("Expected total_timesteps > 0 (0 is allowed only with --imitate: imitation alone)")
+        if self.imitate is not None:
+            _check_policy("imitate", self.imitate)
+            if self.algo == "dqn":
+                raise ConfigError("imitate needs an actor-critic algorithm (maskable_ppo or ppo), not dqn")
+        for name in ("workloads", "eval_baselines"):
+            value = getattr(self, name)
+            if isinstance(value, str) or not all(isinstance(x, str) and x for x in value):
+                raise ConfigError(f"Expected {name} to be a sequence of names, got {value!r}")
+            setattr(self, name, tuple(value))
+        if len(set(self.workloads)) != len(self.workloads):
+            raise ConfigError(f"Expected distinct workloads, got {list(self.workloads)}")
+        if len(self.workloads) > self.n_envs:
+            raise ConfigError(f"{len(self.workloads)} workloads need at least as many environments; n_envs is {self.n_envs}")
+        for spec in self.eval_baselines:
+            from schedgym.registry import policy_entry
+
+            _check_policy("eval_baselines", spec)
+            if ":" in spec or policy_entry(spec).learned:
+                raise ConfigError(f"eval_baselines are rules; {spec!r} is a learned agent")
         if self.eval_freq < 0:
             raise ConfigError(f"Expected eval_freq >= 0, got {self.eval_freq!r}")
         if self.vec_env not in ("auto", "vector", "subproc", "dummy"):
@@ -114,6 +158,8 @@ class TrainConfig:
             ids = sorted(i for i in gym.registry if i.startswith("schedgym/"))
             raise ConfigError(f"Unknown env_id {self.env_id!r}; schedgym registers {ids}")
         check_env_kwargs(self.env_id, self.env_kwargs)
+        for kwargs in self.workload_kwargs():
+            check_env_kwargs(self.env_id, kwargs)
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or not 0 <= self.seed <= MAX_SEED:
             raise ConfigError(f"Expected seed from 0 to {MAX_SEED} (numpy's and torch's range), got {self.seed!r}")
         if self.n_envs > MAX_N_ENVS:
@@ -127,10 +173,26 @@ class TrainConfig:
         if self.n_eval_workloads > MAX_EVAL_WORKLOADS:
             raise ConfigError(f"Expected n_eval_workloads <= {MAX_EVAL_WORKLOADS}, got {self.n_eval_workloads}")
 
+    def workload_kwargs(self) -> list[dict[str, Any]]:
+        """``env_kwargs`` for each training workload (just ``env_kwargs`` without ``workloads``)."""
+        if not self.workloads:
+            return [dict(self.env_kwargs)]
+        return [{**self.env_kwargs, "workload": w} for w in self.workloads]
+
     @property
     def run_name(self) -> str:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         return f"{self.env_id.replace('/', '_')}__{self.algo}__{self.seed}__{stamp}"
+
+
+def _check_policy(field_name: str, spec: str) -> None:
+    from schedgym.errors import UnknownNameError
+    from schedgym.registry import check_spec
+
+    try:
+        check_spec(spec)
+    except UnknownNameError as exc:
+        raise ConfigError(f"{field_name}: {exc}") from None
 
 
 def check_env_kwargs(env_id: str, env_kwargs: object) -> None:
@@ -187,15 +249,47 @@ def validation_workloads(env_id: str, env_kwargs: dict[str, Any], n: int) -> lis
     return [source.evaluation("validation", i, cluster, count=count) for i in range(count)]
 
 
-def evaluate(
-    model_or_policy: Any, env_id: str, env_kwargs: dict[str, Any], workloads: list[Any], maskable: bool
-) -> dict:
-    """Deterministic runs on the given workloads, workload ``i`` with seed ``i``: the mean return the
-    environment would give, and the slowdown figures per class (of the measured jobs, for trace windows with
-    a warm-up). ``model_or_policy``: a live stable-baselines3 model or a :class:`LearnedPolicy`."""
+FIGURES = ("te_p95", "be_p50", "be_p95", "be_p99")
+"""the validation figures (slowdown percentiles by class) an evaluation reports beside the return"""
+
+
+def run_figures(policy: Any, env_id: str, env_kwargs: dict[str, Any], workloads: list[Any]) -> dict[str, list[float]]:
+    """Deterministic runs of ``policy`` on the given workloads, workload ``i`` with seed ``i``: per run, the
+    return the environment would give and the :data:`FIGURES` (of the measured jobs, for trace windows with
+    a warm-up)."""
     from schedgym.experiments.runner import episode_return, measured, run_policy, run_rng
     from schedgym.sim.cluster import resolve_cluster
     from schedgym.sim.job import JobClass
+
+    cfg = env_config(env_id, env_kwargs)
+    cluster = resolve_cluster(cfg.cluster_name)
+    out: dict[str, list[float]] = {"return": [], "illegal": [], **{f: [] for f in FIGURES}}
+    for i, wl in enumerate(workloads):
+        result = run_policy(policy, cluster, wl, cfg.sim, rng=run_rng(i))
+        out["return"].append(episode_return(result, cfg))
+        out["illegal"].append(getattr(policy, "n_illegal", 0))  # a learned agent's, counted per run
+        result = measured(result, wl)
+        te, be = result.class_stats(JobClass.TE), result.class_stats(JobClass.BE)
+        out["te_p95"].append(te.slowdown_p95)
+        out["be_p50"].append(be.slowdown_p50)
+        out["be_p95"].append(be.slowdown_p95)
+        out["be_p99"].append(be.slowdown_p99)
+    return out
+
+
+def evaluate(
+    model_or_policy: Any,
+    env_id: str,
+    env_kwargs: dict[str, Any],
+    workloads: list[Any],
+    maskable: bool,
+    baselines: dict[str, dict[str, list[float]]] | None = None,
+) -> dict:
+    """Deterministic runs on the given workloads (:func:`run_figures`): the mean return, the mean of each of
+    :data:`FIGURES`, and for each rule in ``baselines`` (its :func:`run_figures` on the same workloads) the
+    paired differences agent minus rule (mean and 95% CI half-width). ``model_or_policy``: a live
+    stable-baselines3 model or a :class:`LearnedPolicy`."""
+    from schedgym.experiments.stats import mean, paired
 
     cfg = env_config(env_id, env_kwargs)
     if isinstance(model_or_policy, LearnedPolicy):
@@ -209,21 +303,19 @@ def evaluate(
             estimate_noise=cfg.estimate_noise,
             maskable=maskable,
         )
-    cluster = resolve_cluster(cfg.cluster_name)
-    returns, te95, be95, illegal = [], [], [], 0
-    for i, wl in enumerate(workloads):
-        result = run_policy(policy, cluster, wl, cfg.sim, rng=run_rng(i))
-        illegal += policy.n_illegal
-        returns.append(episode_return(result, cfg))
-        result = measured(result, wl)
-        te95.append(result.class_stats(JobClass.TE).slowdown_p95)
-        be95.append(result.class_stats(JobClass.BE).slowdown_p95)
-    return {
-        "mean_return": float(np.mean(returns)),
-        "te_slowdown_p95": float(np.nanmean(te95)) if not np.isnan(te95).all() else float("nan"),
-        "be_slowdown_p95": float(np.nanmean(be95)) if not np.isnan(be95).all() else float("nan"),
-        "illegal_actions": illegal,
+    runs = run_figures(policy, env_id, env_kwargs, workloads)
+    stats: dict[str, Any] = {
+        "mean_return": float(np.mean(runs["return"])),
+        "te_slowdown_p95": mean(runs["te_p95"]),
+        "be_slowdown_p95": mean(runs["be_p95"]),
+        "illegal_actions": int(sum(runs["illegal"])),
+        "figures": {f: mean(runs[f]) for f in FIGURES},
     }
+    if baselines:
+        stats["minus"] = {
+            rule: {f: paired(runs[f], ref[f]) for f in FIGURES} for rule, ref in baselines.items()
+        }
+    return stats
 
 
 def train(config: TrainConfig) -> Path:
@@ -279,12 +371,17 @@ def _train(config: TrainConfig, run_dir: Path, maskable: bool) -> Path:
     torch.set_num_threads(config.torch_threads)
     set_random_seed(config.seed)
 
-    # --- environments
-    def make_env() -> gym.Env:
-        env = gym.make(config.env_id, **config.env_kwargs)
-        if not maskable:
-            env = IllegalActionAsWait(env)  # explicit and counted in info
-        return Monitor(env)
+    # --- environments: environment i trains on workload i % len(workloads)
+    kwargs_of = config.workload_kwargs()
+
+    def env_factory(i: int) -> Any:
+        def make_env() -> gym.Env:
+            env = gym.make(config.env_id, **kwargs_of[i % len(kwargs_of)])
+            if not maskable:
+                env = IllegalActionAsWait(env)  # explicit and counted in info
+            return Monitor(env)
+
+        return make_env
 
     venv: VecEnv
     if config.vec_env == "vector":
@@ -295,14 +392,21 @@ def _train(config: TrainConfig, run_dir: Path, maskable: bool) -> Path:
 
         # Every sub-environment stepped in one native call (schedgym/envs/vector_env.py); VecMonitor records
         # the episode statistics Monitor records for single environments.
+        sub_kwargs = None
+        if config.workloads:
+            sub_kwargs = [{"workload": config.workloads[i % len(config.workloads)]} for i in range(config.n_envs)]
         batched = gym.make_vec(
-            config.env_id, num_envs=config.n_envs, vectorization_mode="vector_entry_point", **config.env_kwargs
+            config.env_id,
+            num_envs=config.n_envs,
+            vectorization_mode="vector_entry_point",
+            sub_env_kwargs=sub_kwargs,
+            **config.env_kwargs,
         )
         assert isinstance(batched, PreemptionVectorEnv)  # the id's vector entry point
         venv = VecMonitor(SB3VecEnv(batched))
     else:
         vec_cls = SubprocVecEnv if (config.vec_env == "subproc" and config.n_envs > 1) else DummyVecEnv
-        venv = vec_cls([make_env for _ in range(config.n_envs)])
+        venv = vec_cls([env_factory(i) for i in range(config.n_envs)])
     venv.seed(config.seed)
     if config.normalize_reward:
         # Episode returns are sums of hundreds of slowdowns; a unit scale helps the value function. Only
@@ -327,55 +431,217 @@ def _train(config: TrainConfig, run_dir: Path, maskable: bool) -> Path:
         kwargs.update(n_steps=config.n_steps, ent_coef=config.ent_coef)
     model = algo_class(config.algo)("MlpPolicy", venv, **kwargs)
 
-    # --- periodic evaluation on fixed validation workloads, keeping the best
-    workloads = validation_workloads(config.env_id, config.env_kwargs, config.n_eval_workloads)
-    best = {"mean_return": -np.inf}
+    # --- fixed validation workloads per training workload, and the reference rules' figures on them
+    validation = {
+        name: validation_workloads(config.env_id, kw, config.n_eval_workloads)
+        for name, kw in zip(_workload_names(config), kwargs_of, strict=True)
+    }
+    baselines = {
+        name: {rule: run_figures(make_policy(rule), config.env_id, kw, validation[name]) for rule in config.eval_baselines}
+        for name, kw in zip(_workload_names(config), kwargs_of, strict=True)
+    }
+
+    def evaluate_all(model_or_policy: Any) -> dict[str, Any]:
+        """Every training workload's validation figures, and a score to keep the best model by: the mean
+        return, relative to the first reference rule's when there is one (returns of different workloads
+        differ in scale)."""
+        per = {
+            name: evaluate(model_or_policy, config.env_id, kw, validation[name], maskable, baselines[name])
+            for name, kw in zip(_workload_names(config), kwargs_of, strict=True)
+        }
+        scores = []
+        for name, stats in per.items():
+            ref = baselines[name].get(config.eval_baselines[0]) if config.eval_baselines else None
+            scale = abs(float(np.mean(ref["return"]))) if ref else 1.0
+            scores.append(stats["mean_return"] / (scale if scale > 0 else 1.0))
+        out: dict[str, Any] = {"score": float(np.mean(scores))}
+        if len(per) == 1:
+            out.update(next(iter(per.values())))
+        else:
+            out["mean_return"] = float(np.mean([p["mean_return"] for p in per.values()]))
+            out["illegal_actions"] = int(sum(p["illegal_actions"] for p in per.values()))
+        out["workloads"] = per
+        return out
+
+    def log_evaluation(logger: Any, stats: dict[str, Any]) -> None:
+        logger.record("eval/score", stats["score"])
+        for name, per in stats["workloads"].items():
+            prefix = "eval" if len(stats["workloads"]) == 1 else f"eval/{name}"
+            logger.record(f"{prefix}/mean_return", per["mean_return"])
+            for fig, value in per["figures"].items():
+                logger.record(f"{prefix}/{fig}", value)
+            for rule, diffs in per.get("minus", {}).items():
+                for fig, d in diffs.items():
+                    logger.record(f"{prefix}/{fig}_minus_{rule}", d["mean"])
+
+    best: dict[str, Any] = {"score": -np.inf}
     history: list[dict[str, Any]] = []
 
+    def keep_if_best(stats: dict[str, Any], model: Any) -> None:
+        if stats["score"] > best["score"]:
+            best.clear()
+            best.update(stats)
+            model.save(run_dir / "best_model.zip")
+            _write_meta(run_dir / "best_model.json", config, _finite({"evaluation": stats}))
+
+    # --- imitation before reinforcement learning, evaluated as step 0
+    imitation: list[dict[str, Any]] = []
+    if config.imitate is not None:
+        imitation = _imitate(config, model, maskable, kwargs_of)
+        stats = evaluate_all(model)
+        stats["timesteps"] = 0
+        history.append(stats)
+        keep_if_best(stats, model)
+        print(f"after imitating {config.imitate}: validation score {stats['score']:.3f}")
+    n_before = len(history)
+
     class Evaluate(BaseCallback):
+        def _on_training_start(self) -> None:
+            for stats in history:  # the evaluation after imitation, once the logger exists
+                log_evaluation(self.logger, stats)
+                self.logger.dump(step=0)
+
         def _on_step(self) -> bool:
-            if config.eval_freq and self.num_timesteps // config.eval_freq > len(history):
-                stats = evaluate(self.model, config.env_id, config.env_kwargs, workloads, maskable)
+            if config.eval_freq and self.num_timesteps // config.eval_freq > len(history) - n_before:
+                stats = evaluate_all(self.model)
                 stats["timesteps"] = self.num_timesteps
                 history.append(stats)
-                for key in ("mean_return", "te_slowdown_p95", "be_slowdown_p95"):
-                    self.logger.record(f"eval/{key}", stats[key])
-                if stats["mean_return"] > best["mean_return"]:
-                    best.update(stats)
-                    self.model.save(run_dir / "best_model.zip")
-                    _write_meta(run_dir / "best_model.json", config, {"evaluation": stats})
+                log_evaluation(self.logger, stats)
+                keep_if_best(stats, self.model)
             return True
 
     t0 = time.perf_counter()
-    model.learn(
-        total_timesteps=config.total_timesteps,
-        callback=Evaluate(),
-        progress_bar=config.progress,
-        tb_log_name="train",
-    )
+    if config.total_timesteps > 0:
+        model.learn(
+            total_timesteps=config.total_timesteps,
+            callback=Evaluate(),
+            progress_bar=config.progress,
+            tb_log_name="train",
+        )
     seconds = time.perf_counter() - t0
     venv.close()
 
     # --- save the final model with everything needed to load it again
     model.save(run_dir / "model.zip")  # saved before anything else can fail
-    final = evaluate(model, config.env_id, config.env_kwargs, workloads, maskable)
+    final = evaluate_all(model)
     summary = {
         "train_seconds": seconds,
-        "steps_per_second": config.total_timesteps / seconds,
+        "steps_per_second": config.total_timesteps / seconds if seconds > 0 else float("nan"),
+        "imitation": imitation,
+        "baselines": {
+            name: {rule: {f: float(np.mean(v[f])) for f in ("return", *FIGURES)} for rule, v in rules.items()}
+            for name, rules in baselines.items()
+        },
         "final_evaluation": final,
         "best_evaluation": best if history else None,
         "evaluations": history,
     }
-    _write_meta(run_dir / "model.json", config, summary)
-    if not history or final["mean_return"] > best["mean_return"]:
-        # best_model.zip is always there: the final model when no evaluation during training did better.
-        best.update(final)
-        model.save(run_dir / "best_model.zip")
-        _write_meta(run_dir / "best_model.json", config, {"evaluation": final})
-    print(f"trained {config.total_timesteps} steps in {seconds:.0f} s: {config.total_timesteps / seconds:,.0f} steps/s")
-    print(f"final validation: {final}")
-    print(f"saved {run_dir / 'model.zip'} and best_model.zip (validation return {best['mean_return']:.1f})")
+    _write_meta(run_dir / "model.json", config, _finite(summary))
+    # best_model.zip is always there: the final model when no evaluation during training did better.
+    keep_if_best(final, model)
+    if config.total_timesteps > 0:
+        print(f"trained {config.total_timesteps} steps in {seconds:.0f} s: {config.total_timesteps / seconds:,.0f} steps/s")
+    print(_format_evaluation(final, config.eval_baselines))
+    print(f"saved {run_dir / 'model.zip'} and best_model.zip (validation score {best['score']:.3f})")
     return run_dir
+
+
+def _workload_names(config: TrainConfig) -> list[str]:
+    if config.workloads:
+        return list(config.workloads)
+    return [str(env_config(config.env_id, config.env_kwargs).source.name)]
+
+
+def _imitate(config: TrainConfig, model: Any, maskable: bool, kwargs_of: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Record the expert on training workloads (drawn from the training split, cycling over the workloads)
+    and fit the policy to it, ``imitate_rounds`` times (:mod:`agents.imitation`)."""
+    from agents.imitation import Demonstrations, ImitationRecorder, pretrain
+    from schedgym.experiments.runner import run_policy
+    from schedgym.sim.cluster import resolve_cluster
+
+    demos = Demonstrations()
+    rounds: list[dict[str, Any]] = []
+    rng = np.random.default_rng(np.random.SeedSequence([config.seed, 2]))  # apart from the environments' seeds
+    configs = [env_config(config.env_id, kw) for kw in kwargs_of]
+    clusters = [resolve_cluster(cfg.cluster_name) for cfg in configs]
+    for r in range(config.imitate_rounds):
+        learner = None
+        if r > 0:
+            learner = SB3Network(model, maskable)
+        beta = 0.5**r
+        t0 = time.perf_counter()
+        target = len(demos) + config.imitate_decisions
+        unmatched = 0
+        k = 0
+        while len(demos) < target:
+            cfg, cluster = configs[k % len(configs)], clusters[k % len(configs)]
+            k += 1
+            source = cfg.source
+            if source.kind == "synthetic":
+                workload = source.draw(rng, cluster)
+            else:
+                workload = source.random_window(rng, split=cfg.split)
+            recorder = ImitationRecorder(
+                make_policy(config.imitate),
+                demos,
+                max_candidates=cfg.max_candidates,
+                estimate_noise=cfg.estimate_noise,
+                learner=learner,
+                beta=beta,
+            )
+            run_policy(recorder, cluster, workload, cfg.sim, rng=np.random.default_rng(rng.integers(2**63)))
+            unmatched += recorder.n_unmatched
+        record_seconds = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        fit = pretrain(
+            model,
+            demos,
+            epochs=config.imitate_epochs,
+            batch_size=config.batch_size,
+            learning_rate=config.learning_rate,
+            maskable=maskable,
+            seed=config.seed + r,
+        )
+        rounds.append(
+            {
+                "round": r,
+                "beta": beta,
+                "workloads_recorded": k,
+                "unmatched_labels": unmatched,
+                "record_seconds": record_seconds,
+                "fit_seconds": time.perf_counter() - t0,
+                **fit,
+            }
+        )
+        print(
+            f"imitation round {r}: {int(fit['decisions']):,} decisions of {config.imitate}, "
+            f"fit loss {fit['loss']:.3f}, agreement {fit['agreement']:.1%}"
+        )
+    return rounds
+
+
+def _format_evaluation(stats: dict[str, Any], rules: tuple[str, ...]) -> str:
+    """The validation figures of every workload, and the paired differences to each rule."""
+    lines = [f"validation (score {stats['score']:.3f}):"]
+    for name, per in stats["workloads"].items():
+        figs = ", ".join(f"{f} {v:.3f}" for f, v in per["figures"].items())
+        lines.append(f"  {name}: return {per['mean_return']:.1f}, {figs}")
+        for rule in rules:
+            diffs = per.get("minus", {}).get(rule, {})
+            text = ", ".join(f"{f} {d['mean']:+.3f} ± {d['ci95']:.3f}" for f, d in diffs.items())
+            lines.append(f"    minus {rule}: {text}")
+    return "\n".join(lines)
+
+
+def _finite(obj: Any) -> Any:
+    """``obj`` with NaN and infinities as None (JSON without them)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
 
 
 def _linear(initial: float) -> Any:

@@ -272,6 +272,9 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:
             tr.add_argument(flag, type=_json_object, default=default, metavar="JSON", help=help_text)
         elif f.name == "net_arch":
             tr.add_argument(flag, type=_int_tuple, default=default, metavar="64,64", help=help_text)
+        elif f.name in ("workloads", "eval_baselines"):
+            shown = ",".join(default) if default else "none"
+            tr.add_argument(flag, type=_name_tuple, default=default, metavar="A,B", help=f"{docs.get(f.name, '')} (default: {shown})")
         else:
             if f.name == "seed":
                 kind: Callable[[str], object] = _int_type(0, limits.MAX_SEED, "MAX_SEED")
@@ -309,6 +312,15 @@ def _int_tuple(text: str) -> tuple[int, ...]:
             f"expected 1 to 64 comma-separated layer sizes from 1 to 1,000,000, got {text!r}"
         ) from None
     return tuple(v for v in sizes if v is not None)
+
+
+def _name_tuple(text: str) -> tuple[str, ...]:
+    names = tuple(x.strip() for x in text.split(","))
+    if text.strip() == "":
+        return ()
+    if any(not x for x in names) or len(names) > 64:
+        raise argparse.ArgumentTypeError(f"expected 1 to 64 comma-separated names, got {text!r}")
+    return names
 
 
 def _train(args: argparse.Namespace) -> int:

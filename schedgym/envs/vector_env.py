@@ -39,7 +39,12 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
     """``num_envs`` :class:`PreemptionEnv` with one configuration (``config`` and keyword overrides, as for
     the single environment); ``max_episode_steps`` truncates each sub-environment's episodes; ``n_threads``
     threads step the sub-environments on the native engine (None: as many as the machine has; never more than
-    ``num_envs``; 1 steps them all in the calling thread)."""
+    ``num_envs``; 1 steps them all in the calling thread).
+
+    ``sub_env_kwargs`` (one dict per sub-environment, or None) overrides the configuration per
+    sub-environment, to train on several workloads at once (``[{"workload": "paper"}, {"workload":
+    "philly"}, ...]``). The spaces and the reward are batched, so ``max_candidates``, ``reward``,
+    ``te_weight``, ``be_weight`` and ``preemption_cost`` must be the same for all."""
 
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
 
@@ -49,6 +54,7 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
         config: EnvConfig | None = None,
         max_episode_steps: int | None = None,
         n_threads: int | None = None,
+        sub_env_kwargs: list[dict[str, Any]] | None = None,
         **overrides: Any,
     ):
         if not isinstance(num_envs, (int, np.integer)) or isinstance(num_envs, bool) or num_envs < 1:
@@ -57,7 +63,23 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
             raise ConfigError(f"Expected max_episode_steps to be an integer >= 1 or None, got {max_episode_steps!r}")
         if n_threads is not None and (not isinstance(n_threads, int) or isinstance(n_threads, bool) or n_threads < 1):
             raise ConfigError(f"Expected n_threads to be an integer >= 1 or None, got {n_threads!r}")
-        self.envs = [PreemptionEnv(config, **overrides) for _ in range(int(num_envs))]
+        if sub_env_kwargs is None:
+            self.envs = [PreemptionEnv(config, **overrides) for _ in range(int(num_envs))]
+        else:
+            if not isinstance(sub_env_kwargs, (list, tuple)) or len(sub_env_kwargs) != num_envs:
+                raise ConfigError(f"Expected sub_env_kwargs to be a list of {num_envs} dicts, got {sub_env_kwargs!r}")
+            if not all(isinstance(kw, dict) for kw in sub_env_kwargs):
+                raise ConfigError(f"Expected sub_env_kwargs to be a list of dicts, got {sub_env_kwargs!r}")
+            self.envs = [PreemptionEnv(config, **{**overrides, **kw}) for kw in sub_env_kwargs]
+            first_cfg = self.envs[0].config
+            for i, env in enumerate(self.envs):
+                for name in _BATCHED_FIELDS:
+                    if getattr(env.config, name) != getattr(first_cfg, name):
+                        raise ConfigError(
+                            f"sub_env_kwargs: sub-environment {i} has {name}={getattr(env.config, name)!r}, "
+                            f"sub-environment 0 {getattr(first_cfg, name)!r}; the vector environment batches "
+                            f"{', '.join(_BATCHED_FIELDS)}, so they must be equal"
+                        )
         self.num_envs = int(num_envs)
         self.max_episode_steps = max_episode_steps
         self.n_threads = n_threads
@@ -389,6 +411,9 @@ class _NativeBatch:
             "_preemptions": present[10],
         }
 
+
+# EnvConfig fields every sub-environment shares: the batched spaces and the batch stepper's reward.
+_BATCHED_FIELDS = ("max_candidates", "reward", "te_weight", "be_weight", "preemption_cost")
 
 _ARRAYS = (
     "actions",
