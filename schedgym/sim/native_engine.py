@@ -82,7 +82,15 @@ class NativeSimulator(Simulator):
             restart_overhead=float(self.config.restart_overhead),
             preemption=self.preemption,
             job_ids=col["job_id"],  # error messages name jobs as the Python engine does
+            restart=self._restart(),
         )
+
+    def _restart(self) -> np.ndarray | None:
+        """Each job's restart overhead (the config's where a job gives none), or None if no job gives one."""
+        restart = self._columns["restart"]
+        if restart is None:
+            return None
+        return np.where(np.isnan(restart), float(self.config.restart_overhead), restart)
 
     # ------------------------------------------------------------------ driving
     @property
