@@ -20,7 +20,7 @@ from schedgym.sim.resources import EPS
 RESOURCES: tuple[str, str, str] = ("gpus", "cpus", "mem_gb")
 
 # Seconds a preempted job keeps its resources when its trace row (or its constructor call) gives none: the
-# order of the published checkpoint costs (7-62 s). The trace reader uses the same value.
+# order of the published preemption costs (7-62 s, docs/workloads.md). The trace reader uses the same value.
 DEFAULT_GRACE_PERIOD = 30.0
 
 
