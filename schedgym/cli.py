@@ -61,6 +61,21 @@ def _float_type(minimum: float, maximum: float, limit: str = "") -> Callable[[st
     return parse
 
 
+def _load_type(text: str) -> float:
+    """An argparse type: the offered load of a synthetic workload, a finite ASCII decimal number with
+    0 < load < MAX_LOAD (SyntheticConfig's bounds)."""
+    from schedgym.workloads.synthetic import MAX_LOAD
+
+    value = parse_number(text)
+    if value is None or not 0 < value < MAX_LOAD:
+        raise argparse.ArgumentTypeError(
+            f"expected a number above 0 and below {MAX_LOAD:g}, in ASCII decimal notation, got {text!r}"
+        )
+    return value
+
+
+_load_type.__name__ = "load"
+
 _positive_int = _int_type(1, 2**63 - 1)
 _nonneg_int = _int_type(0, 2**63 - 1)
 _nonneg_float = _float_type(0.0, limits.MAX_TIME, "MAX_TIME")
@@ -80,14 +95,15 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument(
         "--workload",
         default="paper",
-        help="synthetic preset (paper) or bundled trace (philly, alibaba2023); default: paper",
+        help="synthetic preset (paper, realistic) or bundled trace (philly, alibaba2023); default: paper",
     )
     src.add_argument("--trace", metavar="PATH", help="trace CSV to replay instead of a synthetic workload")
     cmp.add_argument(
         "--cluster",
         default=None,
         metavar="NAME|PATH",
-        help="cluster preset or CSV (default: the workload's own; paper for synthetic workloads)",
+        help="cluster preset (paper, small, large, philly), bundled cluster (alibaba2023, alibaba2023-contended) "
+        "or CSV (default: the workload's own; paper for synthetic workloads)",
     )
     cmp.add_argument(
         "--policies",
@@ -113,6 +129,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=_int_type(1, limits.MAX_JOBS, "MAX_JOBS"),
         default=None,
         help=f"jobs per synthetic workload (at most {limits.MAX_JOBS:,})",
+    )
+    cmp.add_argument(
+        "--load",
+        type=_load_type,
+        default=None,
+        help="offered GPU load of a synthetic workload: GPU-seconds submitted per second over the cluster's GPUs, "
+        "above 0 and below 10 (default: the preset's, 1.0)",
     )
     cmp.add_argument(
         "--max-preemptions", type=_int_type(0, 1_000_000), default=1, help="cap P on preemptions per job (default: 1)"
@@ -346,6 +369,7 @@ def _compare(args: argparse.Namespace) -> int:
         seeds=args.seeds,
         first_seed=args.first_seed,
         n_jobs=args.jobs,
+        load=args.load,
         sim=SimConfig(
             backfill=not args.no_backfill,
             placement=args.placement,

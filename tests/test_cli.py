@@ -297,6 +297,54 @@ def test_jobs_with_trace_is_rejected(tmp_path, capsys):
     assert "--jobs" in assert_one_line_error(capsys.readouterr().err)
 
 
+def test_load_sets_the_synthetic_workloads_offered_load(tmp_path, capsys):
+    out = {}
+    for load in (None, "0.5"):
+        path = tmp_path / f"load{load}.json"
+        argv = ["compare", "--policies", "fifo", "--seeds", "1", "--jobs", "300", "--cluster", "small", "--no-progress"]
+        status = main([*argv, "--json", str(path), *(["--load", load] if load else [])])
+        assert status == 0
+        out[load] = json.loads(path.read_text())
+    assert out["0.5"]["workload"] == "paper (load 0.5)" and out[None]["workload"] == "paper"
+    # Half the load: the same jobs arrive twice as far apart, so the last arrival comes later.
+    assert (
+        out["0.5"]["policies"]["fifo"]["per_seed"][0]["makespan"]
+        > out[None]["policies"]["fifo"]["per_seed"][0]["makespan"]
+    )
+    assert "workload paper (load 0.5)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("value", ["0", "10", "-1", "abc", "1e400", "nan", "1_0", "\u0661"])
+def test_bad_load_is_a_one_line_error(capsys, value):
+    with pytest.raises(SystemExit) as exc:
+        main(["compare", "--load", value.encode().decode("unicode_escape"), "--policies", "fifo", "--no-progress"])
+    assert exc.value.code == 2
+    line = assert_one_line_error(capsys.readouterr().err)
+    assert "--load" in line and "above 0 and below 10" in line
+
+
+def test_load_with_a_trace_is_rejected(tmp_path, capsys):
+    path = write_trace(tmp_path, "job_id,submit_time,duration,gpus,class\na,0,10,1,BE\n")
+    for source in (["--trace", str(path)], ["--workload", "philly"]):
+        status = main(
+            ["compare", *source, "--load", "1.1", "--cluster", "small", "--policies", "fifo", "--no-progress"]
+        )
+        assert status == 2
+        line = assert_one_line_error(capsys.readouterr().err)
+        assert "--load applies to synthetic workloads" in line
+
+
+def test_contended_alibaba_cluster_by_name(tmp_path):
+    path = tmp_path / "out.json"
+    argv = ["compare", "--workload", "alibaba2023", "--cluster", "alibaba2023-contended", "--policies", "fifo"]
+    status = main([*argv, "--seeds", "1", "--json", str(path), "--no-progress"])
+    assert status == 0
+    data = json.loads(path.read_text())
+    assert data["cluster"] == "alibaba2023-contended"
+    # Test window 0 peaks at 39.8 GPUs on a cluster of 18: jobs queue.
+    assert data["policies"]["fifo"]["te"]["wait_mean"] > 60
+
+
 def test_duplicate_policy(capsys):
     status = main(["compare", "--policies", "fifo,fifo", "--seeds", "1", "--jobs", "10", "--no-progress"])
     assert status == 2

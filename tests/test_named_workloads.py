@@ -82,3 +82,95 @@ def test_fractional_gpus_of_the_alibaba_trace_are_kept():
     assert ((gpus > 0) & (gpus < 1)).sum() > 100
     nodes = resolve_cluster("alibaba2023").nodes
     assert len(nodes) == 1213 and {n.gpu_model for n in nodes} >= {"P100", "T4", "V100M16"}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The contended Alibaba cluster
+# ----------------------------------------------------------------------------------------------------------
+
+
+def test_contended_alibaba_cluster_is_the_documented_subset():
+    cluster = resolve_cluster("alibaba2023-contended")
+    assert cluster.name == "alibaba2023-contended"
+    # One node in 400 of each shape: the first G2 and the first T4 (2 GPUs) node; plus openb-node-0022 (G3).
+    assert [(n.name, n.gpu_model) for n in cluster.nodes] == [
+        ("openb-node-0022", "G3"),
+        ("openb-node-0026", "G2"),
+        ("openb-node-0036", "T4"),
+    ]
+    assert cluster.total.tolist() == [18.0, 328.0, 1664.0]
+    full = {n.name: n for n in resolve_cluster("alibaba2023").nodes}
+    assert all(full[n.name] == n for n in cluster.nodes)  # the nodes as they are in the bundled file
+
+
+def test_every_alibaba_pod_fits_the_contended_cluster_and_the_added_node_is_needed():
+    from schedgym.sim.cluster import ClusterSpec
+    from schedgym.sim.job import first_unplaceable
+
+    col = trace_workload("alibaba2023").load().table.columns
+    member, gang = col["member"], col["gang"]
+    cluster = resolve_cluster("alibaba2023-contended")
+    assert first_unplaceable(member, gang, cluster.capacity) == len(member)
+    without = ClusterSpec(tuple(n for n in cluster.nodes if n.name != "openb-node-0022"))
+    fits = [first_unplaceable(member[i : i + 1], gang[i : i + 1], without.capacity) == 1 for i in range(len(member))]
+    assert fits.count(False) == 5
+
+
+def test_contended_alibaba_cluster_is_below_the_peak_demand_of_most_test_windows():
+    tw = trace_workload("alibaba2023")
+    capacity = resolve_cluster("alibaba2023-contended").total
+    peaks = []
+    for i in range(len(tw.windows("test"))):
+        wl = tw.window("test", i)
+        start = min(j.submit_time for j, m in zip(wl.jobs, wl.measured, strict=True) if m)
+        peaks.append(wl.peak_demand(start))
+    gpus = [round(float(p[0]), 2) for p in peaks]
+    assert gpus == [39.81, 17.26, 30.37, 22.75, 23.46]  # docs/workloads.md
+    assert sum(p[0] > capacity[0] for p in peaks) == 4
+    assert float(tw.load().peak_demand()[0]) == pytest.approx(52.37)  # the whole trace, on 6,212 GPUs
+
+
+def test_cluster_subset_rule():
+    from schedgym.sim.cluster import ClusterSpec, ClusterSubset, NodeSpec
+
+    nodes = [NodeSpec(f"a{i}", 8, 64, 256, "A") for i in range(5)] + [
+        NodeSpec(f"b{i}", 2, 16, 64, "B") for i in range(3)
+    ]
+    nodes.insert(2, NodeSpec("c0", 4, 32, 128, "C"))
+    source = ClusterSpec(tuple(nodes))
+    # one in 2: round(5 / 2) = 3 of A (halves round up), round(3 / 2) = 2 of B, round(1 / 2) = 1 of C.
+    assert [n.name for n in ClusterSubset("x", one_in=2).select(source)] == ["a0", "a1", "c0", "a2", "b0", "b1"]
+    # one in 4: round(1.25) = 1 of A, round(0.75) = 1 of B, none of C; b2 added by name, in file order.
+    assert [n.name for n in ClusterSubset("x", one_in=4, also=("b2",)).select(source)] == ["a0", "b0", "b2"]
+    with pytest.raises(ConfigError, match="no node 'zz'"):
+        ClusterSubset("x", one_in=4, also=("zz",)).select(source)
+
+
+def test_contended_cluster_is_a_name_everywhere_clusters_are_named():
+    from schedgym.errors import UnknownNameError
+    from schedgym.sim.cluster import cluster_names
+
+    assert "alibaba2023-contended" in cluster_names()
+    with pytest.raises(UnknownNameError, match="alibaba2023-contended"):
+        resolve_cluster("nosuch")
+    env = PreemptionEnv(workload="alibaba2023", cluster="alibaba2023-contended", n_jobs=200)
+    env.reset(seed=0)
+    assert env.cluster.name == "alibaba2023-contended" and env.cluster.n_nodes == 3
+
+
+def test_peak_demand_by_hand():
+    from schedgym.sim import JobSpec
+    from schedgym.workloads import Workload
+
+    jobs = (
+        JobSpec("a", 0.0, 10.0, 2.0, cpus=4.0),  # [0, 10)
+        JobSpec("b", 5.0, 10.0, 3.0, cpus=1.0),  # [5, 15)
+        JobSpec("c", 10.0, 1.0, 4.0, mem_gb=8.0),  # [10, 11): a ends at 10 before c starts
+        JobSpec("d", 20.0, 1.0, 1.0),  # [20, 21)
+    )
+    wl = Workload(jobs)
+    # GPUs: 2 + 3 = 5 on [5, 10), then 3 + 4 = 7 on [10, 11); CPUs: 4 + 1 = 5; memory 8.
+    assert wl.peak_demand().tolist() == [7.0, 5.0, 8.0]
+    # From 12 on: b alone (3 GPUs, 1 CPU) until 15, then d.
+    assert wl.peak_demand(12.0).tolist() == [3.0, 1.0, 0.0]
+    assert wl.peak_demand(16.0).tolist() == [1.0, 0.0, 0.0]

@@ -61,9 +61,14 @@ def python_reference(cluster: ClusterSpec, jobs: Sequence[JobSpec], config: dict
 def native_engine(
     cluster: ClusterSpec, jobs: Sequence[JobSpec], config: dict, preemption: bool, job_ids: bool = True
 ) -> _engine.Engine:
-    """The native engine, built from the same JobSpecs (``config``: SimConfig keyword arguments)."""
+    """The native engine, built from the same JobSpecs (``config``: SimConfig keyword arguments); jobs' own
+    restart overheads are passed only when some job gives one (the others take the config's)."""
     cfg = SimConfig(**config)
     n = len(jobs)
+    restart = None
+    if any(j.restart_overhead is not None for j in jobs):
+        own = [j.restart_overhead for j in jobs]
+        restart = np.array([cfg.restart_overhead if r is None else r for r in own], dtype=np.float64)
     return _engine.Engine(
         np.ascontiguousarray(cluster.capacity, dtype=np.float64),
         np.array([j.submit_time for j in jobs], dtype=np.float64),
@@ -79,6 +84,7 @@ def native_engine(
         restart_overhead=float(cfg.restart_overhead),
         preemption=preemption,
         job_ids=[j.job_id for j in jobs] if job_ids else None,
+        restart=restart,
     )
 
 
@@ -272,6 +278,9 @@ def workloads(draw, cap: np.ndarray) -> list[JobSpec]:
     # Fractions that leave float noise behind (0.1, 0.3, 0.7 of a fractional GPU) on purpose.
     fractions = st.sampled_from([0.0, 0.1, 0.2, 0.25, 0.3, 0.5, 0.7, 1.0])
     grace = st.sampled_from([0.0, 0.0, 1.0, 3.0, 10.0, 25.0, 1000.0])
+    # A job's own restart overhead (None: the config's); in a third of the workloads, some jobs give one.
+    own_restart = draw(st.sampled_from([False, False, True]))
+    restart = st.sampled_from([None, 0.0, 2.0, 7.0, 60.0]) if own_restart else st.just(None)
     jobs = []
     for i in range(n_jobs):
         host = cap[draw(st.integers(0, n_nodes - 1))]
@@ -296,6 +305,7 @@ def workloads(draw, cap: np.ndarray) -> list[JobSpec]:
                 gang_size=k,
                 job_class=JobClass.TE if draw(st.booleans()) else JobClass.BE,
                 grace_period=draw(grace),
+                restart_overhead=draw(restart),
             )
         )
     if not jobs:
@@ -422,6 +432,36 @@ def test_paper_workload_without_preemption(paper_2000, name, config):
     whole = native_engine(cl, jobs, config, preemption=False)
     whole.run_declining()
     assert_same_result(py, whole)
+
+
+def test_jobs_own_restart_overheads_match_python():
+    """Per-job restart overheads (None for some jobs: the config's) on a contended workload with preemptions
+    and restarts inside the overhead (P = 3): both engines give the same jobs, decision by decision."""
+    cl = ClusterSpec(tuple(NodeSpec(f"n{i}", 8.0, 32.0, 128.0) for i in range(3)))
+    rng = np.random.default_rng(11)
+    jobs = []
+    for i in range(150):
+        gpus = float(rng.choice([1.0, 2.0, 4.0, 8.0]))
+        jobs.append(
+            JobSpec(
+                f"j{i}",
+                float(rng.integers(0, 400)),
+                float(rng.integers(5, 120)),
+                gpus,
+                cpus=2.0 * gpus,
+                job_class=JobClass.TE if i % 3 == 0 else JobClass.BE,
+                grace_period=float(rng.choice([0.0, 3.0, 20.0])),
+                restart_overhead=None if i % 4 == 0 else 3.0 * gpus,
+            )
+        )
+    for chooser in (baseline("fitgpp"), baseline("k8s"), adversarial(4)):
+        py, nat, counts = lockstep(cl, jobs, {"max_preemptions": 3, "restart_overhead": 11.0}, chooser)
+        assert counts["applied"] > 0
+        overhead = np.array(nat.overhead_time())
+        assert overhead.sum() > 0
+        # Nobody pays more than its own overhead (or the config's) per preemption.
+        own = np.array([11.0 if j.restart_overhead is None else j.restart_overhead for j in jobs])
+        assert (overhead <= np.array(nat.preemptions()) * own + 1e-9).all()
 
 
 @pytest.mark.parametrize(
@@ -593,6 +633,21 @@ def test_bad_shapes_and_values_raise_value_error():
         _engine.Engine(*args, **{**kwargs, "restart_overhead": float("inf")})
     with pytest.raises(ValueError):
         _engine.Engine(*args, **kwargs, job_ids=["a"])
+    for restart in (np.zeros(4), np.zeros((5, 1)), np.array([0.0, 1.0, -1.0, 0.0, 0.0]), np.full(5, np.inf)):
+        with pytest.raises(ValueError):
+            _engine.Engine(*args, **kwargs, restart=restart)
+
+
+def test_restart_none_is_the_config_overhead_for_every_job():
+    args, kwargs = small_args()
+    kwargs = {**kwargs, "restart_overhead": 9.0}
+    n = len(args[1])
+    given = _engine.Engine(*args, **kwargs, restart=np.full(n, 9.0))
+    default = _engine.Engine(*args, **kwargs)
+    for eng in (given, default):
+        eng.run_declining()
+    for name in ("first_start", "completion", "run_time", "overhead_time"):
+        np.testing.assert_array_equal(getattr(given, name)(), getattr(default, name)())
 
 
 def test_non_contiguous_and_other_dtypes_are_converted():

@@ -80,6 +80,8 @@ def workloads(draw, cap: np.ndarray) -> list[JobSpec]:
     n_nodes = len(cap)
     n_jobs = draw(st.integers(5, 30))
     fractions = st.sampled_from([0.0, 0.1, 0.25, 0.3, 0.5, 0.7, 1.0])
+    # A job's own restart overhead (None: the config's), given by some jobs in a third of the workloads.
+    restart = st.sampled_from([None, 0.0, 3.0, 12.0]) if draw(st.sampled_from([False, False, True])) else st.just(None)
     jobs = []
     for i in range(n_jobs):
         host = cap[draw(st.integers(0, n_nodes - 1))]
@@ -101,6 +103,7 @@ def workloads(draw, cap: np.ndarray) -> list[JobSpec]:
                 gang_size=k,
                 job_class=JobClass.TE if is_te else JobClass.BE,
                 grace_period=float(draw(st.sampled_from([0, 0, 1, 3, 10, 25]))),
+                restart_overhead=draw(restart),
             )
         )
     return jobs
@@ -196,7 +199,8 @@ def check_run(result: RunResult, cl: ClusterSpec, jobs: list[JobSpec], config: S
         if spec.job_class == JobClass.TE:
             assert n_pre == 0, f"TE job {spec.job_id} was preempted"
         assert result.grace_time[i] == pytest.approx(n_pre * spec.grace_period)
-        assert result.overhead_time[i] <= n_pre * config.restart_overhead + TOL
+        own = config.restart_overhead if spec.restart_overhead is None else spec.restart_overhead
+        assert result.overhead_time[i] <= n_pre * own + TOL
         assert result.wait[i] >= -TOL
     assert result.n_preemptions == int(result.preemptions.sum())
 

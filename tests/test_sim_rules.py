@@ -461,6 +461,46 @@ def test_preemption_during_restart_overhead_loses_no_work(run, one_node):
     assert v["bj"].run_time == pytest.approx(1070.0)
 
 
+def test_a_jobs_own_restart_overhead_replaces_the_simulators(run, one_node):
+    # As test_restart_overhead_shifts_completion, but bj gives its own overhead of 20 s, which wins over the
+    # simulator's 50: bj restarts at 230 and ends at 230 + 20 + 900 = 1150.
+    jobs = [be("bj", 0, 1000, 8, grace=30, restart_overhead=20.0), te("tj", 100, 100, 4)]
+    v, _, _ = run(one_node, jobs, GRACE_SCRIPT, restart_overhead=50.0)
+    assert v.segments("bj") == [(0, 0.0, 100.0, "preempted"), (0, 230.0, 1150.0, "completed")]
+    assert v["bj"].overhead_time == 20.0
+    # run_time = 100 + 920 = 1020 = duration + overhead.
+    assert v["bj"].run_time == pytest.approx(1020.0)
+
+
+def test_a_jobs_restart_overhead_of_zero_is_not_the_default(run, one_node):
+    # restart_overhead=0.0 is a value (no overhead), not "none given": the simulator's 50 s do not apply.
+    # bj restarts at 230 with 900 s left and ends at 1130, as with no overhead at all.
+    jobs = [be("bj", 0, 1000, 8, grace=30, restart_overhead=0.0), te("tj", 100, 100, 4)]
+    v, _, _ = run(one_node, jobs, GRACE_SCRIPT, restart_overhead=50.0)
+    assert v.segments("bj")[1] == (0, 230.0, 1130.0, "completed")
+    assert v["bj"].overhead_time == 0.0
+
+
+def test_restart_overhead_per_job_and_default_side_by_side(run, two_nodes):
+    # Two 8-GPU nodes. best fit at 0: "big" (BE, 8 GPUs, 1000 s, own overhead 60) -> n0; "small" (BE, 8 GPUs,
+    # 1000 s, no overhead of its own, so the simulator's 5) -> n1. At 100 "t0" (TE, 8 GPUs, 100 s) preempts big
+    # on n0 and "t1" (TE, 8 GPUs, 100 s) preempts small on n1 (grace 0): both TE jobs run [100, 200). Both BE
+    # jobs have 900 s left and restart at 200 (big on n0, small on n1, each its own node by best fit, ties to the
+    # lower index, queue order by submit time then trace order): big ends 200 + 60 + 900 = 1160, small 200 + 5
+    # + 900 = 1105.
+    jobs = [
+        be("big", 0, 1000, 8, restart_overhead=60.0),
+        be("small", 0, 1000, 8),
+        te("t0", 100, 100, 8),
+        te("t1", 100, 100, 8),
+    ]
+    script = {"t0": ([0], ["big"]), "t1": ([1], ["small"])}
+    v, _, _ = run(two_nodes, jobs, script, restart_overhead=5.0)
+    assert v.segments("big")[1] == (0, 200.0, 1160.0, "completed")
+    assert v.segments("small")[1] == (1, 200.0, 1105.0, "completed")
+    assert (v["big"].overhead_time, v["small"].overhead_time) == (60.0, 5.0)
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Queue discipline, backfill, placement
 # ----------------------------------------------------------------------------------------------------------

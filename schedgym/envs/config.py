@@ -32,6 +32,8 @@ class EnvConfig:
     """trace CSV; each episode is a window of ``n_jobs`` consecutive jobs from a random start"""
     n_jobs: int = 500
     """jobs per episode"""
+    load: float | None = None
+    """offered GPU load of a synthetic workload (None: the preset's own, 1.0 for paper and realistic)"""
     sim: SimConfig = field(default_factory=SimConfig)
     """the simulator's rules (queue, backfill, placement, the cap P, restart overhead); a dict of
     :class:`~schedgym.sim.SimConfig` fields is accepted (``gym.make(id, sim={"max_preemptions": 2})``)"""
@@ -73,7 +75,7 @@ class EnvConfig:
     @property
     def source(self) -> WorkloadSource:
         """Where episodes' workloads come from."""
-        return WorkloadSource(workload=self.workload, trace=self.trace, n_jobs=self.n_jobs)
+        return WorkloadSource(workload=self.workload, trace=self.trace, n_jobs=self.n_jobs, load=self.load)
 
     @property
     def cluster_name(self) -> str:

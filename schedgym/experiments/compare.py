@@ -23,7 +23,7 @@ from schedgym.sim.cluster import ClusterSpec, resolve_cluster
 from schedgym.sim.metrics import RunResult
 from schedgym.sim.simulator import SimConfig
 from schedgym.workloads.source import WorkloadSource
-from schedgym.workloads.synthetic import preset
+from schedgym.workloads.synthetic import PRESETS, preset
 from schedgym.workloads.trace import Workload
 
 CLASS_FIELDS = ("slowdown_p50", "slowdown_p95", "slowdown_p99", "slowdown_mean", "wait_mean")
@@ -50,6 +50,8 @@ class CompareConfig:
     """first seed"""
     n_jobs: int | None = None
     """jobs per synthetic workload (None: the preset's)"""
+    load: float | None = None
+    """offered GPU load of a synthetic workload (None: the preset's)"""
     sim: SimConfig = field(default_factory=SimConfig)
     """simulator rules; its ``queue`` is replaced by each policy's own"""
 
@@ -62,6 +64,11 @@ class CompareConfig:
             raise ConfigError(
                 f"Expected distinct policies, got {list(self.policies)}: two are labelled {dup!r} "
                 "(give a saved agent its own NAME:PATH)"
+            )
+        if self.load is not None and WorkloadSource(workload=self.workload, trace=self.trace).kind != "synthetic":
+            raise ConfigError(
+                f"--load applies to synthetic workloads ({', '.join(sorted(PRESETS))}); "
+                f"{self.trace or self.workload!r} is a trace"
             )
         if self.seeds == 0 and not isinstance(self.seeds, bool):
             available_windows = self.source.n_evaluation("test") if self.trace is None and self.workload else None
@@ -88,7 +95,7 @@ class CompareConfig:
             )
         if self.trace is None and self.workload is None:
             raise ConfigError("Expected a workload name or a trace path")
-        source = self.source  # checks the workload name and n_jobs
+        source = self.source  # checks the workload name, n_jobs and load
         if self.n_jobs is not None and source.kind != "synthetic":
             raise ConfigError(
                 f"--jobs applies to synthetic workloads; {source.name!r} is a trace (cut the file, or use its windows)"
@@ -104,7 +111,7 @@ class CompareConfig:
 
     @property
     def source(self) -> WorkloadSource:
-        return WorkloadSource(workload=self.workload, trace=self.trace, n_jobs=self.n_jobs)
+        return WorkloadSource(workload=self.workload, trace=self.trace, n_jobs=self.n_jobs, load=self.load)
 
     @property
     def seed_list(self) -> list[int]:
@@ -294,6 +301,8 @@ def run_comparison(
         if bar is not None:
             bar.close()
     name = workloads[0].name if source.kind == "file" else source.name
+    if config.load is not None:
+        name = f"{name} (load {config.load:g})"
     return ComparisonResult(config, cluster, name, runs, wall, workloads_vary=source.varies)
 
 

@@ -132,14 +132,56 @@ BUNDLED_CLUSTERS: dict[str, str] = {"alibaba2023": "alibaba2023_nodes.csv"}
 _DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
 
+@dataclass(frozen=True)
+class ClusterSubset:
+    """A cluster made of some of the nodes of a bundled cluster, chosen by the rule its fields state (no
+    randomness): of every node *shape* (GPU model, GPUs, CPUs, memory), the first ``round(count / one_in)``
+    nodes of that shape in the file's order (halves round up), plus the nodes named in ``also``. The nodes keep
+    the file's order."""
+
+    source: str
+    """the bundled cluster (:data:`BUNDLED_CLUSTERS`) whose nodes are taken"""
+    one_in: int
+    """one node in ``one_in`` of each shape is kept"""
+    also: tuple[str, ...] = ()
+    """nodes kept by name whatever their shape's count (say why where the subset is defined)"""
+
+    def select(self, cluster: ClusterSpec) -> tuple[NodeSpec, ...]:
+        """The kept nodes of ``cluster`` (the source cluster), in its order."""
+        by_shape: dict[tuple, list[int]] = {}
+        for i, n in enumerate(cluster.nodes):
+            by_shape.setdefault((n.gpu_model, n.gpus, n.cpus, n.mem_gb), []).append(i)
+        keep = {i for idx in by_shape.values() for i in idx[: math.floor(len(idx) / self.one_in + 0.5)]}
+        names = {n.name: i for i, n in enumerate(cluster.nodes)}
+        for name in self.also:
+            if name not in names:
+                raise ConfigError(f"Cluster {self.source!r} has no node {name!r}")
+            keep.add(names[name])
+        return tuple(cluster.nodes[i] for i in sorted(keep))
+
+
+SUBSET_CLUSTERS: dict[str, ClusterSubset] = {
+    # The Alibaba 2023 trace on a cluster small enough to queue (docs/workloads.md): as simulated, its test
+    # windows need at most 17.3 to 39.8 GPUs at once, and the whole cluster has 6,212. One node in 400 of each
+    # shape keeps one G2 node (8 GPUs, 96 CPUs, 384 GB) and one T4 node (2 GPUs, 104 CPUs, 512 GB);
+    # openb-node-0022, the first G3 node (8 GPUs, 128 CPUs, 768 GB), is added because 5 pods (8 GPUs, 120 CPUs,
+    # 625 to 720 GB) fit no other node. 18 GPUs, 328 CPUs, 1,664 GB: every pod fits.
+    "alibaba2023-contended": ClusterSubset("alibaba2023", one_in=400, also=("openb-node-0022",)),
+}
+
+
+def cluster_names() -> list[str]:
+    """Every named cluster: presets, bundled clusters and subsets of them."""
+    return sorted(CLUSTER_PRESETS) + sorted(BUNDLED_CLUSTERS) + sorted(SUBSET_CLUSTERS)
+
+
 def cluster_preset(name: str) -> ClusterSpec:
     """A named homogeneous cluster from :data:`CLUSTER_PRESETS`."""
     try:
         n, g, c, m = CLUSTER_PRESETS[name]
     except KeyError:
         raise UnknownNameError(
-            f"Unknown cluster {name!r}; expected one of {sorted(CLUSTER_PRESETS) + sorted(BUNDLED_CLUSTERS)} "
-            "or a path to a CSV file"
+            f"Unknown cluster {name!r}; expected one of {cluster_names()} or a path to a CSV file"
         ) from None
     return ClusterSpec.homogeneous(n, g, c, m, name=name)
 
@@ -224,12 +266,16 @@ def write_cluster_csv(fh: IO[str], cluster: ClusterSpec) -> None:
 
 
 def resolve_cluster(name_or_path: str) -> ClusterSpec:
-    """A preset name, a bundled cluster name, or a path to a cluster CSV."""
+    """A preset name, a bundled cluster name, the name of a subset of one (:data:`SUBSET_CLUSTERS`), or a path
+    to a cluster CSV."""
     if name_or_path in CLUSTER_PRESETS:
         return cluster_preset(name_or_path)
     if name_or_path in BUNDLED_CLUSTERS:
         spec = load_cluster_csv(_DATA_DIR / BUNDLED_CLUSTERS[name_or_path])
         return ClusterSpec(spec.nodes, name=name_or_path)
+    if name_or_path in SUBSET_CLUSTERS:
+        subset = SUBSET_CLUSTERS[name_or_path]
+        return ClusterSpec(subset.select(resolve_cluster(subset.source)), name=name_or_path)
     if name_or_path.endswith(".csv") or Path(name_or_path).exists():
         return load_cluster_csv(name_or_path)
     return cluster_preset(name_or_path)  # raises with the list of names

@@ -6,7 +6,7 @@ from __future__ import annotations
 import enum
 import math
 import numbers
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
@@ -20,7 +20,7 @@ from schedgym.sim.resources import EPS
 RESOURCES: tuple[str, str, str] = ("gpus", "cpus", "mem_gb")
 
 # Seconds a preempted job keeps its resources when its trace row (or its constructor call) gives none: the
-# order of the published checkpoint costs (7-62 s). The trace reader uses the same value.
+# order of the published preemption costs (7-62 s, docs/workloads.md). The trace reader uses the same value.
 DEFAULT_GRACE_PERIOD = 30.0
 
 
@@ -54,7 +54,8 @@ class JobSpec:
     Construction checks every field with the trace reader's rules (a :class:`~schedgym.errors.ConfigError`
     names job, field and value): ``job_id`` a non-empty string; ``submit_time``, ``gpus``, ``cpus``,
     ``mem_gb`` and ``grace_period`` finite and >= 0, and ``duration`` finite and > 0; at least one resource
-    requested; ``gang_size`` an integer >= 1; ``job_class`` a :class:`JobClass` (or its value 0 or 1).
+    requested; ``gang_size`` an integer >= 1; ``job_class`` a :class:`JobClass` (or its value 0 or 1);
+    ``restart_overhead`` None or finite and >= 0.
     Numbers of other types (``int``, numpy scalars) are stored as Python ``float`` (``int`` for
     ``gang_size``); booleans and strings are rejected.
     """
@@ -68,6 +69,9 @@ class JobSpec:
     gang_size: int = 1
     job_class: JobClass = JobClass.BE
     grace_period: float = DEFAULT_GRACE_PERIOD
+    restart_overhead: float | None = None
+    """seconds charged at the start of every run after a preemption (held resources, no progress); None: the
+    simulator's ``SimConfig.restart_overhead``"""
 
     def __post_init__(self) -> None:
         # Runs for every job (and every dataclasses.replace), so the common case -- Python floats, an int
@@ -96,6 +100,9 @@ class JobSpec:
         v = self.grace_period
         if type(v) is not float or not 0.0 <= v <= MAX_TIME:
             _set_float(self, "grace_period", v, 0.0, MAX_TIME)
+        r = self.restart_overhead
+        if r is not None and (type(r) is not float or not 0.0 <= r <= MAX_TIME):
+            _set_float(self, "restart_overhead", r, 0.0, MAX_TIME)
         if self.gpus + self.cpus + self.mem_gb <= 0.0:
             raise ConfigError(f"Job {self.job_id!r} requests no resources (gpus, cpus and mem_gb are all 0)")
         k = self.gang_size
@@ -128,22 +135,28 @@ def _set_float(spec: JobSpec, field: str, value: object, lo: float, hi: float) -
     """The slow path of :meth:`JobSpec.__post_init__` for one float field, whose range is ``[lo, hi]`` (``> 0``
     instead of ``>= 0`` for a duration): reject ``value`` with a message, or store it as a Python float (it was
     an int or a numpy scalar)."""
+    object.__setattr__(spec, field, _float_value(spec.job_id, field, value, lo, hi))
+
+
+def _float_value(job_id: str, field: str, value: object, lo: float, hi: float) -> float:
+    """``value`` as a Python float if it is a number in ``[lo, hi]``, else JobSpec's ConfigError for job
+    ``job_id``'s ``field``."""
     bound = f">= {lo:g}" if lo > 0.0 else ">= 0"
     if isinstance(value, bool) or not (
         isinstance(value, (float, int, np.floating, np.integer))
         or (isinstance(value, numbers.Real) and not isinstance(value, np.bool_))
     ):
-        raise ConfigError(f"Job {spec.job_id!r}: expected {field} to be a number, got {value!r}")
+        raise ConfigError(f"Job {job_id!r}: expected {field} to be a number, got {value!r}")
     v = float(value)
     if not math.isfinite(v):
-        raise ConfigError(f"Job {spec.job_id!r}: expected {field} {bound} (finite), got {v!r}")
+        raise ConfigError(f"Job {job_id!r}: expected {field} {bound} (finite), got {v!r}")
     if not v >= lo:
         limit = " s (schedgym.limits.MIN_DURATION)" if lo > 0.0 else ""
-        raise ConfigError(f"Job {spec.job_id!r}: expected {field} {bound}{limit}, got {v!r}")
+        raise ConfigError(f"Job {job_id!r}: expected {field} {bound}{limit}, got {v!r}")
     if not v <= hi:
         name, unit = ("MAX_TIME", " s") if hi == MAX_TIME else ("MAX_AMOUNT", "")
-        raise ConfigError(f"Job {spec.job_id!r}: expected {field} <= {hi:g}{unit} (schedgym.limits.{name}), got {v!r}")
-    object.__setattr__(spec, field, v)
+        raise ConfigError(f"Job {job_id!r}: expected {field} <= {hi:g}{unit} (schedgym.limits.{name}), got {v!r}")
+    return v
 
 
 @dataclass(slots=True, eq=False)
@@ -219,9 +232,11 @@ class JobTable(Sequence[JobSpec]):
 
     ``JobTable(job_id=..., submit_time=..., duration=..., gpus=..., ...)`` takes a sequence of ids and, for
     each other field of :class:`JobSpec`, one value per job (a numpy array or a sequence) or one value for
-    all jobs (the optional fields default to JobSpec's defaults). It checks them as building the JobSpecs
-    one by one would: the same :class:`~schedgym.errors.ConfigError` for the same first job (JobSpec itself
-    raises it), and the same stored values (Python floats and ints, JobClass members), only vectorised.
+    all jobs (the optional fields default to JobSpec's defaults). ``restart_overhead`` is None (no job gives
+    one) or one value per job, None or a number (in a numeric array, NaN stands for None). It checks them as
+    building the JobSpecs one by one would: the same :class:`~schedgym.errors.ConfigError` for the same first
+    job (JobSpec itself raises it), and the same stored values (Python floats and ints, JobClass members),
+    only vectorised.
     :meth:`from_specs` wraps existing JobSpecs instead.
 
     Reading one job (``table[i]``) makes just that JobSpec; iterating, slicing (a tuple) or :attr:`specs`
@@ -245,6 +260,7 @@ class JobTable(Sequence[JobSpec]):
         gang_size: Any = 1,
         job_class: Any = JobClass.BE,
         grace_period: Any = DEFAULT_GRACE_PERIOD,
+        restart_overhead: Any = None,
     ) -> None:
         if isinstance(job_id, (str, bytes)) or not isinstance(job_id, (Sequence, np.ndarray)):
             raise ConfigError(f"Expected job_id to be a sequence of strings (one per job), got {type(job_id).__name__}")
@@ -268,27 +284,29 @@ class JobTable(Sequence[JobSpec]):
             if a.ndim != 1 or len(a) != n:
                 raise ConfigError(f"Expected {name} to have one value per job ({n}), got shape {np.shape(a)}")
             arrays[name], kinds[name] = a, kind
+        restart, restart_given = _restart_column(restart_overhead, n)
         if n == 0 or not (
             all(kinds[name] in "iuf" for name in _FLOAT_FIELDS)
             and all(kinds[name] in "iu" for name in ("gang_size", "job_class"))
             and all(kinds[name] == "i" or int(arrays[name].max()) <= _INT64_MAX for name in ("gang_size", "job_class"))
         ):
             # Not plain numbers (bools, strings, objects), or no jobs: JobSpec accepts or rejects each value.
-            self._set_specs(tuple(JobSpec(*row) for row in zip(ids, *given.values(), strict=True)))
+            self._set_specs(tuple(JobSpec(*row) for row in zip(ids, *given.values(), restart_given(), strict=True)))
             return
         floats = np.empty((len(_FLOAT_FIELDS), n))  # one row per float field, converted as float() converts
         for row, name in zip(floats, _FLOAT_FIELDS, strict=True):
             row[...] = arrays[name]
         gang, cls = arrays["gang_size"].astype(np.int64), arrays["job_class"].astype(np.int64)
         bad_id, duplicate = _check_ids(ids)
-        first = min(bad_id, _first_invalid(floats, gang, cls))
+        first = min(bad_id, _first_invalid(floats, gang, cls), _first_invalid_restart(restart))
         if first < n:  # JobSpec names the problem, in its own words, from the values as given
-            JobSpec(ids[first], *(values[first] for values in given.values()))
+            fields = (ids[first], *(values[first] for values in given.values()), restart_given()[first])
+            JobSpec(*fields)
             raise AssertionError(f"job {first} failed the column checks but passed JobSpec's")  # pragma: no cover
         if duplicate < 0:  # str subclasses (numpy.str_): stored as str, as JobSpec does
             ids = tuple(str(x) for x in ids)
             duplicate = _first_duplicate(ids)
-        self._columns = _make_columns(ids, floats, gang, cls)
+        self._columns = _make_columns(ids, floats, gang, cls, restart=restart)
         self._specs = None
         self._duplicate = duplicate
 
@@ -301,22 +319,25 @@ class JobTable(Sequence[JobSpec]):
         job_class: np.ndarray,
         extremes: Extremes | None = None,
         member: np.ndarray | None = None,
+        restart: np.ndarray | None = None,
     ) -> JobTable:
         """The table of columns already in its own layout: ``floats`` (float64, shape (6, n_jobs), one row per
-        float field of JobSpec in its order), ``gang_size`` and ``job_class`` (int64), from now on the table's,
-        checked as the constructor checks them but not copied. Invalid columns get the constructor's error.
-        ``extremes`` (their :func:`_extremes`) and ``member`` (the per-node demands, as :func:`_make_columns`
-        computes them) save computing them again where they are known."""
+        float field of JobSpec in its order), ``gang_size`` and ``job_class`` (int64), and ``restart`` (None, or
+        float64 with NaN where a job gives no restart overhead), from now on the table's, checked as the
+        constructor checks them but not copied. Invalid columns get the constructor's error. ``extremes``
+        (their :func:`_extremes`) and ``member`` (the per-node demands, as :func:`_make_columns` computes them)
+        save computing them again where they are known."""
         n = len(job_id)
         bad_id, duplicate = _check_ids(job_id)
-        if n == 0 or duplicate < 0 or min(bad_id, _first_invalid(floats, gang_size, job_class, extremes)) < n:
+        first = min(bad_id, _first_invalid(floats, gang_size, job_class, extremes), _first_invalid_restart(restart))
+        if n == 0 or duplicate < 0 or first < n or (restart is not None and restart.shape != (n,)):
             s, d, g, c, m, gr = floats
             return cls(
                 job_id=job_id, submit_time=s, duration=d, gpus=g, cpus=c, mem_gb=m, gang_size=gang_size,
-                job_class=job_class, grace_period=gr,
+                job_class=job_class, grace_period=gr, restart_overhead=restart,
             )  # fmt: skip
         table = cls.__new__(cls)
-        table._columns = _make_columns(job_id, floats, gang_size, job_class, member)
+        table._columns = _make_columns(job_id, floats, gang_size, job_class, member, restart)
         table._specs = None
         table._duplicate = duplicate
         return table
@@ -360,7 +381,8 @@ class JobTable(Sequence[JobSpec]):
             rows = zip(
                 col["job_id"], col["submit"].tolist(), col["duration"].tolist(), col["gpus"].tolist(),
                 col["cpus"].tolist(), col["mem_gb"].tolist(), col["gang"].tolist(),
-                [_CLASSES[c] for c in col["job_class"].tolist()], col["grace"].tolist(), strict=True,
+                [_CLASSES[c] for c in col["job_class"].tolist()], col["grace"].tolist(), _restart_list(col),
+                strict=True,
             )  # fmt: skip
             self._specs = tuple(JobSpec(*row) for row in rows)
         return self._specs
@@ -385,10 +407,12 @@ class JobTable(Sequence[JobSpec]):
             return self.specs[index]
         col = self.columns
         i = range(len(col["job_id"]))[index]  # bounds and negative indices as a tuple's
+        restart = col["restart"]
+        r = None if restart is None or restart[i] != restart[i] else float(restart[i])
         return JobSpec(
             col["job_id"][i], float(col["submit"][i]), float(col["duration"][i]), float(col["gpus"][i]),
             float(col["cpus"][i]), float(col["mem_gb"][i]), int(col["gang"][i]), _CLASSES[int(col["job_class"][i])],
-            float(col["grace"][i]),
+            float(col["grace"][i]), r,
         )  # fmt: skip
 
     def __iter__(self) -> Iterator[JobSpec]:
@@ -399,7 +423,11 @@ class JobTable(Sequence[JobSpec]):
             return NotImplemented
         a, b = self.columns, other.columns
         keys = ("submit", "duration", "gpus", "cpus", "mem_gb", "grace", "gang", "job_class")
-        return a["job_id"] == b["job_id"] and all(np.array_equal(a[k], b[k]) for k in keys)
+        ra, rb = a["restart"], b["restart"]
+        same_restart = (ra is None and rb is None) or (
+            ra is not None and rb is not None and np.array_equal(ra, rb, equal_nan=True)
+        )
+        return a["job_id"] == b["job_id"] and same_restart and all(np.array_equal(a[k], b[k]) for k in keys)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -459,6 +487,55 @@ def _first_invalid(floats: np.ndarray, gang: np.ndarray, cls: np.ndarray, extrem
     return int(np.argmin(ok))
 
 
+def _restart_column(value: Any, n: int) -> tuple[np.ndarray | None, Callable[[], list[Any]]]:
+    """The ``restart_overhead`` argument of :class:`JobTable`: the column (None, or float64 with NaN where a
+    job gives none; not checked) and a function giving the values as given, one per job (for JobSpec's
+    messages and the slow path)."""
+    if value is None:
+        return None, lambda: [None] * n
+    if isinstance(value, np.ndarray) and value.dtype.kind in "iuf":
+        if value.ndim != 1 or len(value) != n:
+            raise ConfigError(f"Expected restart_overhead to have one value per job ({n}), got shape {value.shape}")
+        column = np.array(value, dtype=np.float64)
+        return column, lambda: [None if x != x else x for x in column.tolist()]
+    if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
+        values = [value] * n  # one value for every job (JobSpec rejects a string)
+    else:
+        values = list(value)
+        if len(values) != n:
+            raise ConfigError(f"Expected restart_overhead to have one value per job ({n}), got {len(values)} values")
+    column = np.empty(n)
+    for i, x in enumerate(values):
+        if x is None:
+            column[i] = np.nan
+        else:
+            try:
+                column[i] = _float_value("", "restart_overhead", x, 0.0, MAX_TIME)
+            except ConfigError:
+                column[i] = -1.0  # invalid: JobSpec names the problem (an explicit NaN included)
+    return column, lambda: values
+
+
+def _first_invalid_restart(restart: np.ndarray | None) -> int:
+    """The first job whose restart overhead JobSpec would reject (NaN stands for none), or the number of jobs
+    (for no column, a number above every job index: the callers take a minimum with the other checks)."""
+    if restart is None:
+        return _BIG
+    bad = ~(np.isnan(restart) | ((restart >= 0.0) & (restart <= MAX_TIME)))
+    return int(np.argmax(bad)) if bad.any() else len(restart)
+
+
+_BIG = 2**62
+
+
+def _restart_list(columns: JobColumns) -> list[float | None]:
+    """The restart overhead of every job as JobSpec holds it (None for none)."""
+    restart = columns["restart"]
+    if restart is None:
+        return [None] * len(columns["job_id"])
+    return [None if x != x else x for x in restart.tolist()]
+
+
 # The last ids checked and the result: a synthetic workload's ids are one cached tuple per size, checked once.
 _checked_ids: tuple[tuple, int, int] = ((), 0, 0)
 
@@ -492,12 +569,20 @@ def _first_duplicate(ids: Sequence[str]) -> int:
 
 
 def _make_columns(
-    ids: tuple, floats: np.ndarray, gang: np.ndarray, cls: np.ndarray, member: np.ndarray | None = None
+    ids: tuple,
+    floats: np.ndarray,
+    gang: np.ndarray,
+    cls: np.ndarray,
+    member: np.ndarray | None = None,
+    restart: np.ndarray | None = None,
 ) -> JobColumns:
     """The columns of a table, from its ids, its float fields (one row each, in ``_FLOAT_FIELDS`` order, owned
-    by the table), its gang sizes and classes, and its per-node demands (computed here if not given)."""
+    by the table), its gang sizes and classes, its per-node demands (computed here if not given) and its
+    restart overheads (None, or NaN where a job gives none)."""
     floats.setflags(write=False)  # shared by the table, the engines and results: nobody may change them
-    for a in (gang, cls):
+    if restart is not None and np.isnan(restart).all():
+        restart = None  # no job gives one: the same table as one without the column
+    for a in (gang, cls) if restart is None else (gang, cls, restart):
         a.setflags(write=False)
     s, d, g, c, m, gr = floats
     if member is None:
@@ -505,14 +590,16 @@ def _make_columns(
     member.setflags(write=False)
     return {
         "job_id": ids, "submit": s, "duration": d, "gpus": g, "cpus": c, "mem_gb": m, "grace": gr, "gang": gang,
-        "job_class": cls, "member": member,
+        "job_class": cls, "member": member, "restart": restart,
     }  # fmt: skip
 
 
 def workload_columns(specs: Sequence[JobSpec]) -> JobColumns:
     """The workload as columns, every spec read once: ``job_id`` (a tuple of str), ``submit``, ``duration``,
-    ``gpus``, ``cpus``, ``mem_gb``, ``grace`` (float64), ``gang``, ``job_class`` (int64), and ``member``, the
-    per-node demand (float64, shape (n_jobs, 3)). The arrays are read-only. A :class:`JobTable` gives its own."""
+    ``gpus``, ``cpus``, ``mem_gb``, ``grace`` (float64), ``gang``, ``job_class`` (int64), ``member``, the
+    per-node demand (float64, shape (n_jobs, 3)), and ``restart``: None when no job gives a restart overhead,
+    else float64 with NaN for the jobs that give none (they pay ``SimConfig.restart_overhead``). The arrays are
+    read-only. A :class:`JobTable` gives its own."""
     if isinstance(specs, JobTable):
         return specs.columns
     n = len(specs)
@@ -522,8 +609,15 @@ def workload_columns(specs: Sequence[JobSpec]) -> JobColumns:
     ]
     table = np.array(rows, dtype=np.float64).reshape(n, 8)
     floats = np.ascontiguousarray(table[:, :6].T)
+    restart = None
+    if any(s.restart_overhead is not None for s in specs):
+        restart = np.array([np.nan if s.restart_overhead is None else s.restart_overhead for s in specs])
     return _make_columns(
-        tuple(s.job_id for s in specs), floats, table[:, 6].astype(np.int64), table[:, 7].astype(np.int64)
+        tuple(s.job_id for s in specs),
+        floats,
+        table[:, 6].astype(np.int64),
+        table[:, 7].astype(np.int64),
+        restart=restart,
     )
 
 

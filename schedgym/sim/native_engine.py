@@ -67,6 +67,10 @@ class NativeSimulator(Simulator):
         from schedgym.sim import _engine  # type: ignore[attr-defined]
 
         col = self._columns
+        restart = self._restart()
+        # Passed only when some job gives its own: a workload without per-job overheads builds the engine exactly
+        # as before they existed.
+        extra = {} if restart is None else {"restart": restart}
         return _engine.Engine(
             np.ascontiguousarray(self.capacity, dtype=np.float64),
             col["submit"],
@@ -82,7 +86,15 @@ class NativeSimulator(Simulator):
             restart_overhead=float(self.config.restart_overhead),
             preemption=self.preemption,
             job_ids=col["job_id"],  # error messages name jobs as the Python engine does
+            **extra,
         )
+
+    def _restart(self) -> np.ndarray | None:
+        """Each job's restart overhead (the config's where a job gives none), or None if no job gives one."""
+        restart = self._columns["restart"]
+        if restart is None:
+            return None
+        return np.where(np.isnan(restart), float(self.config.restart_overhead), restart)
 
     # ------------------------------------------------------------------ driving
     @property

@@ -416,7 +416,11 @@ class PythonSimulator(Simulator):
         job.nodes = nodes
         job.state = JobState.RUNNING
         job.run_start = now
-        job.run_overhead = self.config.restart_overhead if job.preemptions else 0.0
+        if job.preemptions:  # a restart: the job's own overhead, or the simulator's when it gives none
+            own = job.spec.restart_overhead
+            job.run_overhead = self.config.restart_overhead if own is None else own
+        else:
+            job.run_overhead = 0.0
         if job.first_start != job.first_start:  # NaN: first run
             job.first_start = now
         job.epoch += 1

@@ -45,7 +45,8 @@ class SimConfig:
             ``"first-fit"`` (lowest node index that fits).
         max_preemptions: the cap P: a job preempted this many times is no longer a candidate.
         restart_overhead: seconds charged at the start of every run that follows a preemption (no
-            progress is made during it).
+            progress is made during it), for every job that gives none of its own
+            (``JobSpec.restart_overhead``, the trace column ``restart_overhead``).
         engine: ``"native"`` (the compiled engine), ``"python"`` (the reference), or None: the environment
             variable ``SCHEDGYM_ENGINE``, else native, falling back to Python with one warning if the native
             module cannot be imported. Both give the same results.

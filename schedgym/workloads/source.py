@@ -24,7 +24,7 @@ from schedgym.errors import ConfigError
 from schedgym.sim.cluster import ClusterSpec
 from schedgym.sim.job import JobTable
 from schedgym.workloads.named import SPLITS, TRACE_WORKLOADS
-from schedgym.workloads.synthetic import PRESETS, SyntheticConfig, generate, preset
+from schedgym.workloads.synthetic import PRESETS, SyntheticConfig, check_load, generate, preset
 from schedgym.workloads.trace import Workload, load_trace
 
 VALIDATION_SEED0 = 100_000
@@ -39,11 +39,13 @@ def workload_names() -> list[str]:
 @dataclass(frozen=True)
 class WorkloadSource:
     """A workload by name (``workload``) or a trace file (``trace``, which wins), with ``n_jobs`` per
-    synthetic draw or trace window (None: the preset's own; for a trace window it is required)."""
+    synthetic draw or trace window (None: the preset's own; for a trace window it is required) and, for a
+    synthetic workload, its offered GPU ``load`` (None: the preset's own)."""
 
     workload: str | None = "paper"
     trace: str | None = None
     n_jobs: int | None = None
+    load: float | None = None
 
     def __post_init__(self) -> None:
         if self.trace is None and self.workload not in workload_names():
@@ -52,6 +54,12 @@ class WorkloadSource:
             not isinstance(self.n_jobs, (int, np.integer)) or isinstance(self.n_jobs, bool) or self.n_jobs < 1
         ):
             raise ConfigError(f"Expected n_jobs to be an integer >= 1, got {self.n_jobs!r}")
+        if self.load is not None:
+            check_load(self.load)
+            if self.kind != "synthetic":
+                raise ConfigError(
+                    f"load applies to synthetic workloads ({', '.join(sorted(PRESETS))}); {self.name!r} is a trace"
+                )
 
     @property
     def kind(self) -> str:
@@ -134,7 +142,9 @@ class WorkloadSource:
         # Made once per source: an environment draws a workload at every reset.
         config = self.__dict__.get("_config")
         if config is None:
-            overrides = {"n_jobs": self.n_jobs} if self.n_jobs is not None else {}
+            overrides: dict[str, object] = {"n_jobs": self.n_jobs} if self.n_jobs is not None else {}
+            if self.load is not None:
+                overrides["load"] = float(self.load)
             config = preset(str(self.workload), **overrides)
             object.__setattr__(self, "_config", config)
         return config
@@ -175,6 +185,7 @@ class WorkloadSource:
             gang_size=col["gang"][order],
             job_class=col["job_class"][order],
             grace_period=col["grace"][order],
+            restart_overhead=None if col["restart"] is None else col["restart"][order],
         )
         base = self.name if self.kind == "file" else f"{self.workload}/{split}"
         return Workload.from_table(table, name=f"{base}[{start}:{start + n}]")

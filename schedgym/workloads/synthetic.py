@@ -12,7 +12,10 @@ How a job is drawn:
   ``ceil(gpus / gpus_per_node)`` nodes;
 - CPUs = GPUs x a value drawn from ``cpus_per_gpu``; memory = GPUs x a value drawn from ``mem_per_gpu``;
 - grace period: BE ~ lognormal(``grace_median``, ``grace_sigma``) clipped to [``grace_min``, ``grace_max``],
-  rounded to whole seconds; TE jobs get ``te_grace`` (never used: TE jobs are not preempted).
+  rounded to whole seconds; TE jobs get ``te_grace`` (never used: TE jobs are not preempted). With
+  ``grace_median_by_gpus``, a BE job's draw is then scaled to the median of its size and rounded again;
+- restart overhead: with ``restart_overhead_by_gpus``, each job's own (by its GPUs); without, none (the
+  simulator's ``SimConfig.restart_overhead`` applies).
 Arrivals are a Poisson process whose rate makes the offered GPU load (GPU-seconds per second over cluster
 GPUs) equal ``load`` for the jobs actually drawn.
 
@@ -31,13 +34,16 @@ functions: the same jobs, bit for bit, and the same Generator state afterwards (
 from __future__ import annotations
 
 import functools
+import itertools
 import math
+import numbers
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from schedgym.errors import ConfigError, UnknownNameError
+from schedgym.limits import MAX_TIME
 from schedgym.sim.cluster import ClusterSpec
 from schedgym.sim.job import JobClass, JobTable
 from schedgym.workloads.trace import Workload
@@ -102,12 +108,19 @@ class SyntheticConfig:
     grace_min: float = 5.0
     grace_max: float = 180.0
     te_grace: float = 30.0
+    grace_median_by_gpus: tuple[tuple[float, float], ...] = ()
+    """(up to GPUs, seconds) pairs, bounds increasing: a BE job with ``g`` GPUs takes the seconds of the first
+    pair whose bound is >= ``g`` (the last pair's above every bound) as its grace period's median: its drawn
+    grace period (clipped and rounded as above) is multiplied by ``seconds / grace_median`` and rounded to whole
+    seconds again. Empty: every BE job's median is ``grace_median``"""
+    restart_overhead_by_gpus: tuple[tuple[float, float], ...] = ()
+    """(up to GPUs, seconds) pairs, bounds increasing: each job's restart overhead (``JobSpec.restart_overhead``)
+    by its GPUs, looked up as ``grace_median_by_gpus``. Empty: jobs give none"""
 
     def __post_init__(self) -> None:
         if not isinstance(self.n_jobs, int) or self.n_jobs <= 0:
             raise ConfigError(f"Expected n_jobs > 0, got {self.n_jobs!r}")
-        if not (0 < self.load < 10):
-            raise ConfigError(f"Expected 0 < load < 10, got {self.load!r}")
+        check_load(self.load)
         if not (0 <= self.te_fraction <= 1):
             raise ConfigError(f"Expected 0 <= te_fraction <= 1, got {self.te_fraction!r}")
         for cls in ("te", "be"):
@@ -129,10 +142,44 @@ class SyntheticConfig:
             raise ConfigError(f"Expected 0 <= grace_min <= grace_max, got {self.grace_min!r}, {self.grace_max!r}")
         for name in ("te_gpus", "be_gpus", "cpus_per_gpu", "mem_per_gpu"):
             _check_dist(name, getattr(self, name))
+        for name in ("grace_median_by_gpus", "restart_overhead_by_gpus"):
+            _check_by_gpus(name, getattr(self, name))
 
+
+MAX_LOAD = 10.0
+"""Loads must be below this: a synthetic workload offering ten times the cluster's GPUs only grows its queue."""
+
+
+def check_load(load: object) -> None:
+    """Raise a ConfigError unless ``load`` is a number with 0 < load < :data:`MAX_LOAD`."""
+    if isinstance(load, (bool, np.bool_)) or not isinstance(load, numbers.Real) or not 0 < float(load) < MAX_LOAD:
+        raise ConfigError(f"Expected 0 < load < {MAX_LOAD:g}, got {load!r}")
+
+
+def _check_by_gpus(name: str, table: tuple[tuple[float, float], ...]) -> None:
+    """A ``*_by_gpus`` table: (bound, seconds) pairs, bounds > 0 and increasing, seconds in [0, MAX_TIME]."""
+    try:
+        pairs = [(float(b), float(v)) for b, v in table]
+    except (TypeError, ValueError):
+        raise ConfigError(f"Expected {name} to be (up to GPUs, seconds) pairs, got {table!r}") from None
+    bounds = [b for b, _ in pairs]
+    if not all(math.isfinite(b) and b > 0 for b in bounds) or any(a >= b for a, b in itertools.pairwise(bounds)):
+        raise ConfigError(f"Expected the GPU bounds of {name} to be > 0 and increasing, got {bounds}")
+    if not all(0 <= v <= MAX_TIME for _, v in pairs):
+        raise ConfigError(f"Expected the seconds of {name} to be from 0 to {MAX_TIME:g}, got {[v for _, v in pairs]}")
+
+
+PREEMPTION_COST_BY_GPUS: tuple[tuple[float, float], ...] = ((1.0, 7.0), (8.0, 30.0), (16.0, 60.0))
+"""Seconds a preemption costs a job by its GPUs: 7 s for 1 GPU, 30 s up to 8, 60 s above, as the Helios
+simulator charges it (Hu et al., SC'21; docs/workloads.md gives the sources and the calibration)."""
 
 PRESETS: dict[str, SyntheticConfig] = {
     "paper": SyntheticConfig(),
+    # The paper's jobs, with preemption costs that grow with the victim's size (docs/workloads.md): a BE job's
+    # checkpoint (grace period) and its restart each cost about PREEMPTION_COST_BY_GPUS.
+    "realistic": SyntheticConfig(
+        grace_median_by_gpus=PREEMPTION_COST_BY_GPUS, restart_overhead_by_gpus=PREEMPTION_COST_BY_GPUS
+    ),
 }
 
 
@@ -195,8 +242,35 @@ def generate(
     """
     arguments = _native_arguments(config, rng)
     if arguments is None:
-        return _generate_python(config, cluster, rng, name)
-    return Workload.from_table(_generate_native(config, cluster, rng, arguments), name=name)
+        table = _generate_python(config, cluster, rng, name).table
+    else:
+        table = _generate_native(config, cluster, rng, arguments)
+    if config.grace_median_by_gpus or config.restart_overhead_by_gpus:
+        table = _with_costs_by_size(config, table)
+    return Workload.from_table(table, name=name)
+
+
+def _by_gpus(table: tuple[tuple[float, float], ...], gpus: np.ndarray) -> np.ndarray:
+    """The seconds of a ``*_by_gpus`` table for each job's GPUs."""
+    bounds = np.array([b for b, _ in table], dtype=np.float64)
+    seconds = np.array([v for _, v in table], dtype=np.float64)
+    return seconds[np.minimum(np.searchsorted(bounds, gpus, side="left"), len(bounds) - 1)]
+
+
+def _with_costs_by_size(config: SyntheticConfig, table: JobTable) -> JobTable:
+    """``table`` with the grace periods and restart overheads of :attr:`SyntheticConfig.grace_median_by_gpus`
+    and :attr:`SyntheticConfig.restart_overhead_by_gpus` (no draw: every seed's jobs are otherwise the ones
+    the other fields give)."""
+    col = table.columns
+    floats = np.array([col[k] for k in ("submit", "duration", "gpus", "cpus", "mem_gb", "grace")])
+    gpus, is_be = col["gpus"], col["job_class"] == int(JobClass.BE)
+    if config.grace_median_by_gpus:
+        scale = _by_gpus(config.grace_median_by_gpus, gpus) / config.grace_median
+        floats[5] = np.where(is_be, np.round(floats[5] * scale), floats[5])
+    restart = _by_gpus(config.restart_overhead_by_gpus, gpus) if config.restart_overhead_by_gpus else None
+    return JobTable._from_columns(
+        col["job_id"], floats, col["gang"], col["job_class"], member=col["member"], restart=restart
+    )
 
 
 def _generate_python(config: SyntheticConfig, cluster: ClusterSpec, rng: np.random.Generator, name: str) -> Workload:

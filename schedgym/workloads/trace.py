@@ -3,20 +3,22 @@
 Columns (header required, any order; a column outside this table, an empty or a repeated name is an
 error, with a hint for a near miss such as ``gpu``):
 
-============== ======== ===========================================================================
-column         required meaning
-============== ======== ===========================================================================
-job_id         yes      unique identifier (text)
-submit_time    yes      seconds, >= 0
-duration       yes      seconds of work when running, > 0
-gpus           yes      total GPUs, >= 0 (fractions allowed)
-class          yes      ``TE`` or ``BE`` (case-insensitive)
-cpus           no       total CPUs, >= 0; default 0
-mem_gb         no       total memory in GB, >= 0; default 0
-nodes          no       gang size k >= 1 (each node holds 1/k of the demand); default 1
-grace_period   no       seconds a preempted job keeps its resources, >= 0; default 30
-                        (:data:`~schedgym.sim.job.DEFAULT_GRACE_PERIOD`, as for a JobSpec built in Python)
-============== ======== ===========================================================================
+================ ======== ===========================================================================
+column           required meaning
+================ ======== ===========================================================================
+job_id           yes      unique identifier (text)
+submit_time      yes      seconds, >= 0
+duration         yes      seconds of work when running, > 0
+gpus             yes      total GPUs, >= 0 (fractions allowed)
+class            yes      ``TE`` or ``BE`` (case-insensitive)
+cpus             no       total CPUs, >= 0; default 0
+mem_gb           no       total memory in GB, >= 0; default 0
+nodes            no       gang size k >= 1 (each node holds 1/k of the demand); default 1
+grace_period     no       seconds a preempted job keeps its resources, >= 0; default 30
+                          (:data:`~schedgym.sim.job.DEFAULT_GRACE_PERIOD`, as for a JobSpec built in Python)
+restart_overhead no       seconds charged at each restart after a preemption, >= 0; empty or absent:
+                          the simulator's ``SimConfig.restart_overhead`` (``--restart-overhead``)
+================ ======== ===========================================================================
 
 Numbers are ASCII decimal notation (``12``, ``1.5``, ``2e3``), finite, and within :mod:`schedgym.limits`:
 times and grace periods at most 1e10 s, durations from 1 ms to 1e10 s, amounts at most 1e6, at most
@@ -46,6 +48,9 @@ from schedgym.sim.resources import EPS, fits_on
 REQUIRED_COLUMNS = ("job_id", "submit_time", "duration", "gpus", "class")
 OPTIONAL_DEFAULTS: dict[str, float] = {"cpus": 0.0, "mem_gb": 0.0, "nodes": 1, "grace_period": DEFAULT_GRACE_PERIOD}
 COLUMNS = ("job_id", "submit_time", "duration", "gpus", "cpus", "mem_gb", "nodes", "class", "grace_period")
+RESTART_COLUMN = "restart_overhead"
+"""Optional column without a default of its own: a job that gives no value pays the simulator's overhead. Written
+only when some job gives one."""
 
 
 @dataclass(frozen=True)
@@ -164,6 +169,27 @@ class Workload:
         jobs = self.__dict__.get("jobs")
         return len(jobs) if jobs is not None else len(self.__dict__["_table"])
 
+    def peak_demand(self, start: float = 0.0) -> np.ndarray:
+        """The most GPUs, CPUs and memory (shape (3,)) the jobs would hold at once from time ``start`` on, if
+        each ran from its submission for its duration without waiting: what a cluster must offer for nothing
+        ever to queue. A job that ends at ``t`` frees its share before one submitted at ``t`` takes its own, as
+        in the simulator."""
+        col = self.table.columns
+        submit, end = col["submit"], col["submit"] + col["duration"]
+        amounts = np.stack([col["gpus"], col["cpus"], col["mem_gb"]], axis=1)
+        times = np.concatenate([end, submit])
+        deltas = np.concatenate([-amounts, amounts])
+        order = np.lexsort((np.repeat([0, 1], len(submit)), times))  # at equal times, ends first
+        held = np.cumsum(deltas[order], axis=0)
+        at = times[order]
+        # What is held at `start` (the last state before it) counts too.
+        after = at >= start
+        before = np.flatnonzero(~after)
+        rows = held[after]
+        if before.size:
+            rows = np.vstack([held[before[-1]], rows])
+        return rows.max(axis=0) if rows.size else np.zeros(3)
+
     def check_fits(self, cluster: ClusterSpec) -> None:
         """Raise a :class:`TraceError` for the first job that can never run on ``cluster``."""
         cap = cluster.capacity
@@ -214,7 +240,7 @@ def _number(raw: str | None, *, path: str, line: int, column: str, minimum: floa
         raise TraceError(f"expected a number {op} {minimum:g}", path=path, line=line, column=column, value=raw)
     if column == "duration":
         problem = check_duration(value)
-    elif column in ("submit_time", "grace_period"):
+    elif column in ("submit_time", "grace_period", RESTART_COLUMN):
         problem = check_time(value)
     elif column in ("gpus", "cpus", "mem_gb"):
         problem = check_amount(value)
@@ -229,7 +255,7 @@ def load_trace(path: str | Path, name: str | None = None) -> Workload:
     """Read and validate a trace CSV (see the module docstring for the columns and
     :mod:`schedgym.limits` for the bounds on its size and values)."""
     path = str(path)
-    rows = CsvRows(path, "trace", required=REQUIRED_COLUMNS, optional=tuple(OPTIONAL_DEFAULTS))
+    rows = CsvRows(path, "trace", required=REQUIRED_COLUMNS, optional=(*OPTIONAL_DEFAULTS, RESTART_COLUMN))
     jobs: list[JobSpec] = []
     lines: list[int] = []
     first_line: dict[str, int] = {}
@@ -257,6 +283,8 @@ def load_trace(path: str | Path, name: str | None = None) -> Workload:
                 opt[col] = float(OPTIONAL_DEFAULTS[col])
             else:
                 opt[col] = _number(raw, column=col, minimum=0.0, **kw)
+        raw = row.get(RESTART_COLUMN)
+        restart = None if raw is None or raw.strip() == "" else _number(raw, column=RESTART_COLUMN, minimum=0.0, **kw)
         raw_nodes = row.get("nodes")
         nodes = 1
         if raw_nodes is not None and raw_nodes.strip() != "":
@@ -280,6 +308,7 @@ def load_trace(path: str | Path, name: str | None = None) -> Workload:
                 gang_size=nodes,
                 job_class=JobClass[raw_class],
                 grace_period=opt["grace_period"],
+                restart_overhead=restart,
             )
         except ConfigError as exc:
             raise TraceError(str(exc), **kw) from None
@@ -298,20 +327,24 @@ def save_trace(path: str | Path, jobs: Iterable[JobSpec]) -> None:
 
 
 def write_trace(fh: IO[str], jobs: Iterable[JobSpec]) -> None:
-    """Write jobs in the trace format to an open text file (``newline=""``)."""
+    """Write jobs in the trace format to an open text file (``newline=""``). The ``restart_overhead`` column is
+    written only when some job gives one (an empty cell for the others)."""
+    jobs = jobs if isinstance(jobs, Sequence) else list(jobs)
+    restart = any(j.restart_overhead is not None for j in jobs)
     w = csv.writer(fh)
-    w.writerow(COLUMNS)
+    w.writerow((*COLUMNS, RESTART_COLUMN) if restart else COLUMNS)
     for j in jobs:
-        w.writerow(
-            [
-                j.job_id,
-                repr(j.submit_time),
-                repr(j.duration),
-                repr(j.gpus),
-                repr(j.cpus),
-                repr(j.mem_gb),
-                j.gang_size,
-                j.job_class.name,
-                repr(j.grace_period),
-            ]
-        )
+        row = [
+            j.job_id,
+            repr(j.submit_time),
+            repr(j.duration),
+            repr(j.gpus),
+            repr(j.cpus),
+            repr(j.mem_gb),
+            j.gang_size,
+            j.job_class.name,
+            repr(j.grace_period),
+        ]
+        if restart:
+            row.append("" if j.restart_overhead is None else repr(j.restart_overhead))
+        w.writerow(row)

@@ -5,6 +5,7 @@
 // second thread from reading or driving the engine while they run.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -97,7 +98,8 @@ void check_1d(const char* name, size_t ndim, size_t len, size_t n_jobs) {
 
 void init_engine(PyEngine* self, F64In capacity, F64In submit, F64In duration, F64In member, I64In gang,
                  I64In job_class, F64In grace, bool priority_queue, bool backfill, bool first_fit,
-                 int64_t max_preemptions, double restart_overhead, bool preemption, nb::object job_ids) {
+                 int64_t max_preemptions, double restart_overhead, bool preemption, nb::object job_ids,
+                 std::optional<F64In> restart) {
   if (capacity.ndim() != 2 || capacity.shape(1) != 3)
     throw std::invalid_argument("Expected capacity to have shape (n_nodes, 3)");
   if (submit.ndim() != 1) throw std::invalid_argument("Expected submit to be one-dimensional");
@@ -108,6 +110,7 @@ void init_engine(PyEngine* self, F64In capacity, F64In submit, F64In duration, F
   check_1d("gang", gang.ndim(), gang.shape(0), n_jobs);
   check_1d("job_class", job_class.ndim(), job_class.shape(0), n_jobs);
   check_1d("grace", grace.ndim(), grace.shape(0), n_jobs);
+  if (restart) check_1d("restart", restart->ndim(), restart->shape(0), n_jobs);
   if (n_jobs > static_cast<size_t>(INT32_MAX) / 4 || capacity.shape(0) > static_cast<size_t>(INT32_MAX) / 4)
     throw std::invalid_argument("Too many jobs or nodes");
   if (!job_ids.is_none() && nb::len(job_ids) != n_jobs)
@@ -121,7 +124,8 @@ void init_engine(PyEngine* self, F64In capacity, F64In submit, F64In duration, F
   config.preemption = preemption;
   auto engine = std::make_unique<Engine>(static_cast<int>(capacity.shape(0)), capacity.data(),
                                          static_cast<int>(n_jobs), submit.data(), duration.data(), member.data(),
-                                         gang.data(), job_class.data(), grace.data(), config);
+                                         gang.data(), job_class.data(), grace.data(), config,
+                                         restart ? restart->data() : nullptr);
   new (self) PyEngine();
   self->engine = std::move(engine);
   self->job_ids = job_ids;
@@ -247,10 +251,11 @@ NB_MODULE(_engine, m) {
                        "(schedgym.sim.python_engine).")
       .def("__init__", &init_engine, "capacity"_a, "submit"_a, "duration"_a, "member"_a, "gang"_a, "job_class"_a,
            "grace"_a, nb::kw_only(), "priority_queue"_a, "backfill"_a, "first_fit"_a, "max_preemptions"_a,
-           "restart_overhead"_a, "preemption"_a, "job_ids"_a = nb::none(),
+           "restart_overhead"_a, "preemption"_a, "job_ids"_a = nb::none(), "restart"_a = nb::none(),
            "capacity (n_nodes, 3) and member (n_jobs, 3, per-node demand) float64; submit, duration, grace float64 "
            "and gang, job_class (0 TE, 1 BE) int64, one per job. job_ids (optional) only name jobs in error "
-           "messages.")
+           "messages. restart (optional, float64, one per job): each job's restart overhead, instead of "
+           "restart_overhead for every job.")
 
       // ------------------------------------------------------------ driving
       .def(

@@ -132,7 +132,7 @@ struct ShapeKeyHash {
 
 Engine::Engine(int n_nodes, const double* capacity, int n_jobs, const double* submit, const double* duration,
                const double* member, const int64_t* gang, const int64_t* job_class, const double* grace,
-               const EngineConfig& config)
+               const EngineConfig& config, const double* restart)
     : config_(config), n_nodes_(n_nodes), n_jobs_(n_jobs) {
   if (n_nodes < 0 || n_jobs < 0) throw std::invalid_argument("negative number of nodes or jobs");
   if (config.max_preemptions < 0)
@@ -153,6 +153,10 @@ Engine::Engine(int n_nodes, const double* capacity, int n_jobs, const double* su
   submit_.assign(submit, submit + n_jobs);
   duration_.assign(duration, duration + n_jobs);
   grace_.assign(grace, grace + n_jobs);
+  if (restart)
+    restart_.assign(restart, restart + n_jobs);
+  else
+    restart_.assign(n_jobs, config.restart_overhead);
   member_.assign(member, member + 3 * static_cast<size_t>(n_jobs));
   gang_.resize(n_jobs);
   class_.resize(n_jobs);
@@ -169,6 +173,8 @@ Engine::Engine(int n_nodes, const double* capacity, int n_jobs, const double* su
       throw std::invalid_argument(who() + ": duration must be finite and > 0");
     if (!finite_at_least(grace_[i], 0.0))
       throw std::invalid_argument(who() + ": grace period must be finite and >= 0");
+    if (!finite_at_least(restart_[i], 0.0))
+      throw std::invalid_argument(who() + ": restart overhead must be finite and >= 0");
     for (int r = 0; r < 3; ++r)
       if (!finite_at_least(member_[3 * i + r], 0.0))
         throw std::invalid_argument(who() + ": demand must be finite and >= 0");
@@ -642,7 +648,7 @@ void Engine::start(int job, const int* nodes, bool reserved) {
   n_placed_[job] = k;
   state_[job] = RUNNING;
   run_start_[job] = now_;
-  run_overhead_[job] = preemptions_[job] ? config_.restart_overhead : 0.0;
+  run_overhead_[job] = preemptions_[job] ? restart_[job] : 0.0;
   if (std::isnan(first_start_[job])) first_start_[job] = now_;
   ++epoch_[job];
   push(now_ + run_overhead_[job] + remaining_[job], COMPLETE, job, epoch_[job]);

@@ -76,11 +76,12 @@ struct SegmentRows {
 class Engine {
  public:
   // Arrays are row-major: capacity (n_nodes, 3), member (n_jobs, 3) per-node demand; the rest (n_jobs,).
+  // `restart` (n_jobs,) is each job's restart overhead; nullptr: config.restart_overhead for every job.
   // Throws std::invalid_argument for values the Python side would have rejected (so that nothing here can
   // misbehave on them).
   Engine(int n_nodes, const double* capacity, int n_jobs, const double* submit, const double* duration,
          const double* member, const int64_t* gang, const int64_t* job_class, const double* grace,
-         const EngineConfig& config);
+         const EngineConfig& config, const double* restart = nullptr);
 
   // ---------------------------------------------------------------- driving (Simulator.advance/resolve)
   // Runs until a TE job needs a preemption decision (returns its index) or the workload drains (-1).
@@ -214,6 +215,7 @@ class Engine {
 
   // Workload (read-only after construction).
   std::vector<double> submit_, duration_, grace_, member_, inv_duration_, inv_bounded_;
+  std::vector<double> restart_;  // restart overhead per job (JobSpec.restart_overhead, else the config's)
   std::vector<int> gang_, class_, shape_;
   std::vector<size_t> node_off_;  // offset of the job's nodes in node_buf_ (and of its owed rows, x3)
 

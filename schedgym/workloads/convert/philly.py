@@ -9,7 +9,7 @@ Source columns: ``timestamp`` (``YYYY-MM-DD HH:MM:SS``), ``duration`` (s), ``num
 - CPUs and memory are not in the trace: imputed as ``cpus_per_gpu`` and ``mem_gb_per_gpu`` per GPU;
 - class: TE when ``duration <= te_max_duration`` and ``gpus <= te_max_gpus``, else BE;
 - grace period by GPU count: ``grace_small`` s for 1 GPU, ``grace_medium`` s up to ``gpus_per_node``,
-  ``grace_large`` s above (published checkpoint costs range 7-62 s);
+  ``grace_large`` s above (published preemption costs range 7-62 s: docs/workloads.md);
 - rows outside ``[start, end)``, without a parsable time (ASCII digits), with a non-positive duration or
   GPU count, or beyond :mod:`schedgym.limits` (a duration under 1 ms or over 1e10 s, an amount over 1e6, a
   submission more than 1e10 s after the window start) are dropped, each reason counted;
