@@ -1,4 +1,5 @@
-"""Baseline policies: FIFO, priority, FitGpp (the paper's heuristic, reconstructed), Kubernetes-like and random.
+"""Baseline policies: FIFO, priority, FitGpp (the paper's heuristic, reconstructed), Kubernetes-like, random, and
+lookahead (plays out each option on a copy of the simulation).
 
 Resolve them by name through :func:`schedgym.registry.make_policy` (``"fifo"``, ``"fitgpp"``, ...).
 """
@@ -7,6 +8,7 @@ from baselines.base import NodeByNodePolicy, Policy
 from baselines.fifo import Fifo, Priority
 from baselines.fitgpp import FitGpp
 from baselines.k8s import K8s
+from baselines.lookahead import Lookahead
 from baselines.random_policy import RandomPreemption
 
-__all__ = ["Fifo", "FitGpp", "K8s", "NodeByNodePolicy", "Policy", "Priority", "RandomPreemption"]
+__all__ = ["Fifo", "FitGpp", "K8s", "Lookahead", "NodeByNodePolicy", "Policy", "Priority", "RandomPreemption"]

@@ -110,6 +110,11 @@ register_policy(
 register_policy("k8s", "baselines.k8s:K8s", description="Kubernetes default: fewest victims, newest first")
 register_policy("random", "baselines.random_policy:RandomPreemption", description="random feasible node and victims")
 register_policy(
+    "lookahead",
+    "baselines.lookahead:Lookahead",
+    description="tries waiting and the rules' plans on clones of the simulation, 6 h ahead; least slowdown wins",
+)
+register_policy(
     "ppo",
     "agents.learned:bundled_agent",
     kwargs={"name": "ppo"},

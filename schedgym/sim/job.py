@@ -7,7 +7,8 @@ import enum
 import math
 import numbers
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from operator import attrgetter
 from typing import Any, overload
 
 import numpy as np
@@ -211,6 +212,16 @@ class Job:
     @property
     def submit_time(self) -> float:
         return self.spec.submit_time
+
+    def copy(self) -> Job:
+        """An independent record in the same state (``spec`` and the read-only ``member`` are shared)."""
+        job = Job(*_job_fields(self))  # positional, in field order: a third of the cost of copy.copy
+        if job.owed is not None:
+            job.owed = job.owed.copy()  # updated in place while the job is reserved
+        return job
+
+
+_job_fields = attrgetter(*(f.name for f in fields(Job)))
 
 
 JobColumns = dict[str, Any]

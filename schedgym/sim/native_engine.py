@@ -4,25 +4,27 @@ The state and the stepping live in C++ (``schedgym/sim/native/``, the module ``s
 wrapper validates inputs at the boundary, turns the engine's requests into the same
 :class:`~schedgym.sim.policy.PreemptionRequest` objects the Python engine builds (its :class:`Job` records
 are refreshed from the engine when a request or a caller needs them), and pickles a simulation by replaying
-its decisions (the engine is deterministic), so copied environments work on both engines.
+its decisions (the engine is deterministic), so copied environments work on both engines. :meth:`clone
+<NativeSimulator.clone>` copies the C++ state instead, which is far cheaper.
 """
 
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from schedgym.errors import IllegalDecisionError
+from schedgym.errors import ConfigError, IllegalDecisionError
 from schedgym.sim.cluster import ClusterSpec
 from schedgym.sim.job import Job, JobSpec, JobState, JobTable, build_jobs, check_workload
 from schedgym.sim.metrics import RunResult, SegmentTable
 from schedgym.sim.policy import Policy, PreemptionPlan, PreemptionPolicy, PreemptionRequest, QueueDiscipline
 from schedgym.sim.simulator import SimConfig, Simulator
 
-ENGINE_VERSION = 3
+ENGINE_VERSION = 4
 """The version of the compiled engine this wrapper expects (``schedgym.sim._engine.ENGINE_VERSION``)."""
 
 _STATES = tuple(JobState)
@@ -47,6 +49,7 @@ class NativeSimulator(Simulator):
         table = JobTable.from_specs(self._specs)
         self._columns = table.columns  # read once
         self._job_list: list[Job] | None = None  # built when first needed: a run of rules never needs them
+        self._job_source: list[Job] | None = None  # a clone's: the original's records, copied when first needed
         # check_workload's checks, in its order: a duplicate id here; a job that can never run is one the engine
         # refuses (per job shape, with first_unplaceable's test), and check_workload then names it as the Python
         # engine does (or a duplicate id before it). Testing every job in numpy first cost a twentieth of an
@@ -61,6 +64,7 @@ class NativeSimulator(Simulator):
         self._request: PreemptionRequest | None = None
         self._log: list[tuple[list[int], list[int]]] = []  # every resolve(), for pickling by replay
         self._advanced_after_log = False
+        self._until = math.inf  # how far the engine was advanced after the log (advance(until=...))
         self._stale = False  # the Job records lag behind the engine
 
     def _build(self) -> Any:
@@ -102,17 +106,27 @@ class NativeSimulator(Simulator):
         """Nothing has driven the engine yet (so a whole run can be handed to it in one call)."""
         return not self._log and not self._advanced_after_log
 
-    def _advance_engine(self) -> int:
-        """The engine's next request (its job index), or -1 at the end. Without preemption nobody is asked, so a
-        fresh simulation runs to the end in one native call."""
+    def _advance_engine(self, until: float = math.inf) -> int:
+        """The engine's next request (its job index), or -1 at the end or at ``until``. Without preemption nobody
+        is asked, so a fresh simulation runs to the end (or to ``until``) in one native call."""
         if not self.preemption and not self._log:
-            self._engine.run_declining()
+            self._engine.run_declining(until)
             return -1
-        return int(self._engine.advance())
+        return int(self._engine.advance(until))
+
+    def _note_advanced(self, until: float) -> None:
+        """Record that the engine was advanced to ``until`` after the last logged resolve (a replay advances
+        as far: advancing to a later time first and then to an earlier one stops at the later one)."""
+        self._until = max(self._until, until) if self._advanced_after_log else until
+        self._advanced_after_log = True
+        self._stale = True
 
     def run(self, policy: PreemptionPolicy) -> RunResult:
         """Drive the simulation to the end; a built-in rule (``policy.native_rule()``) decides in C++."""
         spec = policy.native_rule() if isinstance(policy, Policy) else None
+        if spec is not None and self.preemption and not self._fresh and self._engine.pending < 0:
+            self.run_until(policy)  # mid-run: decided in C++ as well, and logged for replay
+            return self.result()
         if spec is not None and self._fresh and self.preemption:
             name, params = spec
             # Replayed by pickling, from the parameters as they are now: a randomised rule's Generator advances
@@ -125,19 +139,47 @@ class NativeSimulator(Simulator):
             return self.result()
         return super().run(policy)
 
-    def advance(self) -> PreemptionRequest | None:
-        if self._request is not None:
-            raise IllegalDecisionError("advance() called while a decision is pending; call resolve() first")
-        idx = self._advance_engine()
-        self._advanced_after_log = True
+    def run_until(self, policy: PreemptionPolicy, until: float = math.inf, *, max_decisions: int | None = None) -> int:
+        """See :meth:`Simulator.run_until`; a built-in rule (``policy.native_rule()``) decides in C++, and its
+        decisions are logged for pickling by replay."""
+        spec = policy.native_rule() if isinstance(policy, Policy) else None
+        if spec is None and isinstance(policy, Policy) and not policy.preempts and type(policy).decide is Policy.decide:
+            spec = ("decline", {})  # what Policy.decide answers for a policy that never preempts
+        if spec is None or not self.preemption or self._engine.pending >= 0:
+            return super().run_until(policy, until, max_decisions=max_decisions)
+        if max_decisions is not None and max_decisions < 0:
+            raise ConfigError(f"Expected max_decisions >= 0 or None, got {max_decisions}")
+        if max_decisions == 0:
+            return 0
+        name, params = spec
+        limit = -1 if max_decisions is None else int(max_decisions)
+        plans = self._engine.run_rule(name, dict(params), until=float(until), max_decisions=limit, log=True)
+        self._log.extend(plans)
+        self._request = None
         self._stale = True
+        if len(plans) == max_decisions:  # stopped right after its last resolve
+            self._advanced_after_log = False
+        elif plans:  # stopped by advance(until): the end, or the time limit
+            self._advanced_after_log = False
+            self._note_advanced(until)
+        else:
+            self._note_advanced(until)
+        return len(plans)
+
+    def advance(self, until: float = math.inf) -> PreemptionRequest | None:
+        """See :meth:`Simulator.advance` (:meth:`PythonSimulator.advance
+        <schedgym.sim.python_engine.PythonSimulator.advance>` for ``until``)."""
+        if self._request is not None or self._engine.pending >= 0:
+            raise IllegalDecisionError("advance() called while a decision is pending; call resolve() first")
+        idx = self._advance_engine(until)
+        self._note_advanced(until)
         if idx < 0:
             return None
         self._request = self._make_request(idx)
         return self._request
 
     def resolve(self, plan: PreemptionPlan) -> None:
-        if self._request is None:
+        if self._engine.pending < 0:
             raise IllegalDecisionError("resolve() called with no decision pending")
         nodes, victims = tuple(plan.nodes), tuple(plan.victims)
         for n in nodes:
@@ -145,10 +187,11 @@ class NativeSimulator(Simulator):
                 raise IllegalDecisionError(f"Plan node {n!r} is not a node index in [0, {self.cluster.n_nodes})")
         for v in victims:
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
-                legal = sorted({j.idx for js in self._request.candidates.values() for j in js})
+                request = self.pending_request
+                assert request is not None
+                legal = sorted({j.idx for js in request.candidates.values() for j in js})
                 raise IllegalDecisionError(
-                    f"Job index {v!r} is not a preemption candidate for {self._request.job.job_id!r}; "
-                    f"candidates are {legal}"
+                    f"Job index {v!r} is not a preemption candidate for {request.job.job_id!r}; candidates are {legal}"
                 )
         decision = ([int(n) for n in nodes], [int(v) for v in victims])
         try:
@@ -196,6 +239,11 @@ class NativeSimulator(Simulator):
 
     @property
     def pending_request(self) -> PreemptionRequest | None:
+        """The request waiting for :meth:`resolve`, or None (built when first asked for on a clone)."""
+        if self._request is None:
+            idx = self._engine.pending
+            if idx >= 0:
+                self._request = self._make_request(idx)
         return self._request
 
     @property
@@ -213,6 +261,29 @@ class NativeSimulator(Simulator):
     @property
     def accrued_bounded(self) -> list[float]:
         return list(self._engine.accrued_bounded())
+
+    def _rates(self, bounded: bool) -> tuple[float, float]:
+        te, be, te_b, be_b = self._engine.rate()
+        return (te_b, be_b) if bounded else (te, be)
+
+    # ------------------------------------------------------------------ copying
+    def clone(self) -> NativeSimulator:
+        """An independent simulation in exactly this state (see :meth:`Simulator.clone`): a copy of the C++
+        engine (its copy constructor), not a replay. The workload's columns and specs are shared (nothing
+        changes them); the copy makes its :class:`Job` records, and the pending request on them, only when
+        they are asked for. The replay log is copied too, so the copy pickles as the original does."""
+        new = object.__new__(type(self))
+        d = new.__dict__
+        d.update(self.__dict__)
+        d["_engine"] = self._engine.clone()
+        d["_log"] = self._log.copy()  # of (nodes, victims) pairs that nothing changes
+        d["_request"] = None  # rebuilt on the copy's records by pending_request
+        d["_stale"] = True
+        # Records are refreshed from the engine before anyone reads them: the copy needs records of its own, not
+        # these ones' contents, and copies them (cheaper than building them) only if it needs them at all.
+        d["_job_list"] = None
+        d["_job_source"] = self._job_list if self._job_list is not None else self._job_source
+        return new
 
     @property
     def avail(self) -> np.ndarray:
@@ -242,7 +313,12 @@ class NativeSimulator(Simulator):
     @property
     def _jobs(self) -> list[Job]:
         if self._job_list is None:
-            self._job_list = build_jobs(self._specs, self.capacity, self._columns["member"])
+            source = self._job_source
+            if source is not None:  # cheaper than building them; the copies are refreshed before anyone reads them
+                self._job_list = [j.copy() for j in source]
+                self._job_source = None
+            else:
+                self._job_list = build_jobs(self._specs, self.capacity, self._columns["member"])
         return self._job_list
 
     @property
@@ -275,6 +351,7 @@ class NativeSimulator(Simulator):
             queued=self.queue_lengths,
             n_jobs=len(jobs),
             max_preemptions=self.config.max_preemptions,
+            sim=self,
         )
 
     def _sync(self, ids: list[int]) -> None:
@@ -304,11 +381,13 @@ class NativeSimulator(Simulator):
         state = dict(self.__dict__)
         del state["_engine"]
         state["_request"] = None
-        state["_pending"] = self._request is not None
+        state["_job_source"] = None
+        state["_pending"] = self._engine.pending >= 0
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         pending = state.pop("_pending")
+        state.setdefault("_until", math.inf)
         self.__dict__.update(state)
         self._engine = self._build()
         # Deterministic: the same advance/resolve calls reproduce the same state exactly.
@@ -323,7 +402,7 @@ class NativeSimulator(Simulator):
             self._engine.resolve(*decision)
         self._stale = True
         if self._advanced_after_log:
-            idx = self._advance_engine()
+            idx = self._advance_engine(self._until)
             if pending and idx >= 0:
                 self._request = self._make_request(idx)
 
@@ -370,8 +449,7 @@ class StepwiseNativeSimulator(NativeSimulator):
         end of the workload (False)."""
         found = bool(self._core.next_decision())
         self._request = None
-        self._advanced_after_log = True
-        self._stale = True
+        self._note_advanced(math.inf)
         return found
 
     def choose(self, action: int) -> int:
@@ -385,13 +463,35 @@ class StepwiseNativeSimulator(NativeSimulator):
             self._stale = True
         return n
 
+    def run_until(self, policy: PreemptionPolicy, until: float = math.inf, *, max_decisions: int | None = None) -> int:
+        self._flush_log()  # the core's resolves come first in the replay log
+        n = super().run_until(policy, until, max_decisions=max_decisions)
+        if self._core is not None:
+            self._core.attach()  # nothing is pending now: the core follows
+        return n
+
+    def clone(self) -> StepwiseNativeSimulator:
+        """An independent simulation in exactly this state (see :meth:`Simulator.clone`), with a decision core
+        of its own at the same point of the decision in progress (the victims chosen so far)."""
+        self._flush_log()
+        new = super().clone()
+        assert isinstance(new, StepwiseNativeSimulator)
+        if self._core is not None:
+            from schedgym.sim import _engine  # type: ignore[attr-defined]
+
+            assert self._core_args is not None
+            new._core = _engine.EnvCore(new._engine, *self._core_args)
+            chosen = self._core.chosen()
+            if new._core.attach() and chosen:
+                new._core.restore(chosen, self._core.targets())
+        return new
+
     def note_native_step(self) -> None:
         """Record that the decision core resolved the request and advanced to the next one by itself (a
         vector environment's batch step, ``schedgym/sim/native/batch.cpp``): what :meth:`choose` and
         :meth:`next_decision` record when they do it."""
         self._request = None
-        self._advanced_after_log = True
-        self._stale = True
+        self._note_advanced(math.inf)
 
     def decision_jobs(self, ids: Sequence[int]) -> list[Job]:
         """The records of jobs ``ids``, brought up to date with the engine (as a request's are)."""
@@ -400,26 +500,17 @@ class StepwiseNativeSimulator(NativeSimulator):
             self._sync(list(dict.fromkeys(ids)))
         return [jobs[i] for i in ids]
 
-    @property
-    def pending_request(self) -> PreemptionRequest | None:
-        if self._request is None:
-            idx = self._engine.pending
-            if idx >= 0:
-                self._request = self._make_request(idx)
-        return self._request
-
     def _flush_log(self) -> None:
         if self._core is not None:
             self._log.extend(self._core.take_log())
 
-    def advance(self) -> PreemptionRequest | None:
+    def advance(self, until: float = math.inf) -> PreemptionRequest | None:
         if self._engine.pending >= 0:
             raise IllegalDecisionError("advance() called while a decision is pending; call resolve() first")
         self._flush_log()
-        return super().advance()
+        return super().advance(until)
 
     def resolve(self, plan: PreemptionPlan) -> None:
-        self.pending_request  # noqa: B018 - built if the decision core left it unbuilt
         self._flush_log()
         super().resolve(plan)
         if self._core is not None:

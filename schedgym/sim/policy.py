@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import ClassVar, Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
 from schedgym.sim.job import Job
+
+if TYPE_CHECKING:
+    from schedgym.sim.simulator import Simulator
 
 
 class QueueDiscipline(str, enum.Enum):
@@ -52,6 +55,9 @@ class PreemptionRequest:
         queued: (TE, BE) jobs waiting, reserved TE jobs included.
         n_jobs: jobs in the whole workload (the request's ``job.idx`` and the candidates' are below it).
         max_preemptions: the simulator's cap P.
+        sim: the simulation that asks (None for a request built by hand), for policies that look ahead: they
+            may read it and :meth:`~schedgym.sim.simulator.Simulator.clone` it, but must not drive it (only
+            the caller resolves the request). Not part of the request's equality or repr.
     """
 
     job: Job
@@ -64,6 +70,7 @@ class PreemptionRequest:
     queued: tuple[int, int]
     n_jobs: int
     max_preemptions: int
+    sim: Simulator | None = field(default=None, compare=False, repr=False)
 
     @property
     def demand(self) -> np.ndarray:

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from schedgym.errors import ConfigError
+from schedgym.errors import ConfigError, IllegalDecisionError
 from schedgym.sim.policy import PreemptionPolicy, QueueDiscipline
 
 if TYPE_CHECKING:
@@ -139,9 +139,10 @@ class Simulator:
         preemption: if False, TE jobs are never offered for preemption and :meth:`advance` runs to the end
             in one call (used for the non-preemptive baselines, and faster).
 
-    Both engines offer: :meth:`advance` (run to the next preemption request, or None at the end),
-    :meth:`resolve` (answer it with a :class:`~schedgym.sim.policy.PreemptionPlan`), :meth:`run`,
-    :meth:`result`; the state ``now``, ``jobs`` (:class:`~schedgym.sim.job.Job` records), ``avail``, ``held``,
+    Both engines offer: :meth:`advance` (run to the next preemption request, or None at the end or at a
+    time ``until``), :meth:`resolve` (answer it with a :class:`~schedgym.sim.policy.PreemptionPlan`),
+    :meth:`run`, :meth:`run_until`, :meth:`result`, :meth:`clone` (an independent copy in the same state) and
+    :meth:`accrued_at`; the state ``now``, ``jobs`` (:class:`~schedgym.sim.job.Job` records), ``avail``, ``held``,
     ``unused``, ``capacity``, ``accrued``, ``accrued_bounded``, ``n_preemptions``, ``n_requests``,
     ``segments``, ``queue_lengths``, ``done``, ``pending_request``, ``candidates()``, ``running_on(node)``;
     and ``engine`` (``"native"`` or ``"python"``).
@@ -188,6 +189,51 @@ class Simulator:
         while (request := self.advance()) is not None:  # type: ignore[attr-defined]
             self.resolve(policy.decide(request))  # type: ignore[attr-defined]
         return self.result()  # type: ignore[attr-defined]
+
+    def run_until(self, policy: PreemptionPolicy, until: float = math.inf, *, max_decisions: int | None = None) -> int:
+        """Drive the simulation with ``policy`` answering requests until the workload drains, or the clock would
+        pass ``until`` (as :meth:`advance` stops there), or ``policy`` has answered ``max_decisions`` requests
+        (it then stops right after the last one); return the number of requests answered.
+
+        A stop changes nothing: driving on afterwards gives what one longer run would have given.
+        """
+        if max_decisions is not None and max_decisions < 0:
+            raise ConfigError(f"Expected max_decisions >= 0 or None, got {max_decisions}")
+        n = 0
+        while max_decisions is None or n < max_decisions:
+            request = self.advance(until)  # type: ignore[attr-defined]
+            if request is None:
+                break
+            self.resolve(policy.decide(request))  # type: ignore[attr-defined]
+            n += 1
+        return n
+
+    def accrued_at(self, t: float, *, bounded: bool = False) -> list[float]:
+        """The slowdown (``bounded``: bounded slowdown) accrued per class (TE, BE) by time ``t`` if no event
+        happens before ``t``: :attr:`accrued` plus what accrues at the current rates from ``now`` to ``t``.
+        Right after ``advance(until=t)`` returned None, that is what :attr:`accrued` would read at ``t``, which
+        puts simulations stopped at one time on one footing. ``t`` must not be before ``now``."""
+        now = self.now  # type: ignore[attr-defined]
+        if not t >= now:
+            raise IllegalDecisionError(f"Expected t >= now ({now!r}), got {t!r}")
+        acc = list(self.accrued_bounded if bounded else self.accrued)  # type: ignore[attr-defined]
+        dt = t - now
+        if dt > 0:  # the engines' own accrual step (process_events_at)
+            rate = self._rates(bounded)
+            acc[0] += rate[0] * dt
+            acc[1] += rate[1] * dt
+        return acc
+
+    def _rates(self, bounded: bool) -> tuple[float, float]:  # pragma: no cover - the engines define it
+        """What accrued (``bounded``: accrued_bounded) grows by per second until the next event, (TE, BE)."""
+        raise NotImplementedError
+
+    def clone(self) -> Simulator:  # pragma: no cover - the engines define it
+        """An independent simulation in exactly this state: the pending request (rebuilt on the copy's job
+        records) or decision in progress, the counters, the accrued slowdown, the run segments. Driving the
+        copy to the end gives what driving this one to the end the same way gives, and driving either leaves
+        the other as it was. Much cheaper than pickling (see docs/engines.md)."""
+        raise NotImplementedError
 
 
 __all__ = ["ENGINES", "SimConfig", "Simulator", "native_available", "select_engine"]

@@ -11,6 +11,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -58,12 +59,22 @@ nb::ndarray<nb::numpy, T> per_job(PyEngine& s, const std::vector<T>& (Engine::*g
   return to_numpy<T>(v.data(), v.size());
 }
 
+// The rule of a policy that never preempts.
+class DeclineRule final : public schedgym::Rule {
+ public:
+  schedgym::Plan decide(const schedgym::RequestView&) override { return {}; }
+};
+
 // A built-in rule by name, with the parameters of its Python class (baselines/fitgpp.py, baselines/k8s.py,
 // baselines/random_policy.py).
 std::unique_ptr<schedgym::Rule> make_rule(const std::string& name, nb::dict params) {
   auto get = [&](const char* key, nb::object fallback) -> nb::object {
     return params.contains(key) ? nb::object(params[key]) : fallback;
   };
+  if (name == "decline") {  // answers every request with the empty plan (Simulator.run_until with a non-preemptive policy)
+    if (nb::len(params) != 0) throw std::invalid_argument("decline takes no parameters");
+    return std::make_unique<DeclineRule>();
+  }
   if (name == "k8s") {
     if (nb::len(params) != 0) throw std::invalid_argument("k8s takes no parameters");
     return schedgym::make_k8s();
@@ -86,7 +97,7 @@ std::unique_ptr<schedgym::Rule> make_rule(const std::string& name, nb::dict para
     if (rank != "score" && rank != "grace") throw std::invalid_argument("Expected rank 'score' or 'grace'");
     return schedgym::make_fitgpp(lam, grace_scale, order == "grace", rank == "grace");
   }
-  throw std::invalid_argument("Unknown native rule '" + name + "'; expected 'fitgpp', 'k8s' or 'random'");
+  throw std::invalid_argument("Unknown native rule '" + name + "'; expected 'fitgpp', 'k8s', 'random' or 'decline'");
 }
 
 void check_1d(const char* name, size_t ndim, size_t len, size_t n_jobs) {
@@ -94,6 +105,17 @@ void check_1d(const char* name, size_t ndim, size_t len, size_t n_jobs) {
     throw std::invalid_argument(std::string("Expected ") + name + " to have shape (" + std::to_string(n_jobs) +
                                 ",) like submit, got " + (ndim == 1 ? "length " + std::to_string(len)
                                                                     : std::to_string(ndim) + " dimensions"));
+}
+
+// Error messages name a job as the Python engine does, by repr(job_id) (job_ids: a sequence of str, or None).
+// The label refers to `self`, which owns the engine (a copied engine is labelled anew).
+void label_jobs(PyEngine* self, nb::object job_ids) {
+  self->job_ids = job_ids;
+  if (job_ids.is_none()) return;
+  // Called from resolve(), with the GIL.
+  self->engine->job_label = [self](int i) {
+    return std::string(nb::repr(self->job_ids[nb::int_(i)]).c_str());
+  };
 }
 
 void init_engine(PyEngine* self, F64In capacity, F64In submit, F64In duration, F64In member, I64In gang,
@@ -128,13 +150,36 @@ void init_engine(PyEngine* self, F64In capacity, F64In submit, F64In duration, F
                                          restart ? restart->data() : nullptr);
   new (self) PyEngine();
   self->engine = std::move(engine);
-  self->job_ids = job_ids;
-  if (!job_ids.is_none()) {
-    // Messages name a job as the Python engine does, by repr(job_id). Called from resolve(), with the GIL.
-    PyEngine* s = self;
-    self->engine->job_label = [s](int i) { return std::string(nb::repr(s->job_ids[nb::int_(i)]).c_str()); };
-  }
+  label_jobs(self, job_ids);
 }
+
+// Engine.clone(): an independent engine in the same state (the C++ copy constructor), naming jobs alike.
+PyEngine* clone_engine(PyEngine& s) {
+  std::unique_ptr<Engine> copy;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    copy = std::make_unique<Engine>(*s.engine);
+  }
+  auto* out = new PyEngine();
+  out->engine = std::move(copy);
+  label_jobs(out, s.job_ids);
+  return out;
+}
+
+// A rule that records the plans it makes (in the order the engine resolves them), so that a run of it can be
+// replayed decision by decision.
+class LoggingRule final : public schedgym::Rule {
+ public:
+  explicit LoggingRule(schedgym::Rule& inner) : inner_(inner) {}
+  schedgym::Plan decide(const schedgym::RequestView& r) override {
+    plans.push_back(inner_.decide(r));
+    return plans.back();
+  }
+  std::vector<schedgym::Plan> plans;
+
+ private:
+  schedgym::Rule& inner_;
+};
 
 // The bound decision core (schedgym.sim._engine.EnvCore): the engine object it drives (kept alive, and its
 // lock taken around every call) and the core itself.
@@ -258,14 +303,18 @@ NB_MODULE(_engine, m) {
            "restart_overhead for every job.")
 
       // ------------------------------------------------------------ driving
+      .def("clone", &clone_engine, nb::rv_policy::take_ownership,
+           "An independent engine in exactly the same state (a copy of the C++ state, not a replay).")
       .def(
           "advance",
-          [](PyEngine& s) {
+          [](PyEngine& s, double until) {
             nb::gil_scoped_release release;
             std::lock_guard<std::mutex> lock(s.mu);
-            return s.engine->advance();
+            return s.engine->advance(until);
           },
-          "Run until a TE job needs a preemption decision (returns its index) or the workload drains (-1).")
+          "until"_a = std::numeric_limits<double>::infinity(),
+          "Run until a TE job needs a preemption decision (returns its index) or the workload drains (-1); or "
+          "stop (-1, not done) before processing events later than ``until``.")
       .def(
           "resolve",
           [](PyEngine& s, const std::vector<int64_t>& nodes, const std::vector<int64_t>& victims) {
@@ -276,29 +325,40 @@ NB_MODULE(_engine, m) {
           "Answer the pending request: the nodes to use and the victims (job indices); empty nodes declines.")
       .def(
           "run_declining",
-          [](PyEngine& s) {
+          [](PyEngine& s, double until) {
             nb::gil_scoped_release release;
             std::lock_guard<std::mutex> lock(s.mu);
-            s.engine->run_declining();
+            s.engine->run_declining(until);
           },
-          "advance() to the end, declining every request.")
+          "until"_a = std::numeric_limits<double>::infinity(),
+          "advance(until) to the end (or to ``until``), declining every request.")
       .def(
           "run_rule",
-          [](PyEngine& s, const std::string& name, nb::dict params) {
+          [](PyEngine& s, const std::string& name, nb::dict params, double until, int64_t max_decisions,
+             bool log) -> nb::object {
             std::unique_ptr<schedgym::Rule> rule = make_rule(name, params);
+            LoggingRule logging(*rule);
             {
               nb::gil_scoped_release release;
               std::lock_guard<std::mutex> lock(s.mu);
-              s.engine->run_rule(*rule);
+              s.engine->run_rule(log ? static_cast<schedgym::Rule&>(logging) : *rule, until, max_decisions);
             }
             // The Generator continues from where the Python rule would have left it.
             if (auto* random = dynamic_cast<schedgym::RandomRule*>(rule.get()))
               schedgym::set_pcg64_state(params["rng"], random->rng().state());
+            if (!log) return nb::none();
+            nb::list out;
+            for (const schedgym::Plan& p : logging.plans)
+              out.append(nb::make_tuple(to_list(p.nodes), to_list(p.victims)));
+            return out;
           },
-          "name"_a, "params"_a,
-          "advance() to the end with a built-in rule ('fitgpp' with lam, grace_scale, order, rank; 'k8s'; "
-          "'random' with rng, a numpy Generator over PCG64, which it advances as the Python rule would) "
-          "answering every request, in C++.")
+          "name"_a, "params"_a, "until"_a = std::numeric_limits<double>::infinity(), "max_decisions"_a = -1,
+          "log"_a = false,
+          "advance(until) to the end with a built-in rule ('fitgpp' with lam, grace_scale, order, rank; 'k8s'; "
+          "'decline'; 'random' with rng, a numpy Generator over PCG64, which it advances as the Python rule would) "
+          "answering every request, in C++; stop at ``until`` (as advance does), or right after the rule has "
+          "answered ``max_decisions`` requests if that is >= 0. With ``log``, return the plans it made, "
+          "[(nodes, victims), ...] in order, else None.")
 
       // ------------------------------------------------------------ scalars
       .def_prop_ro("now",
@@ -353,6 +413,16 @@ NB_MODULE(_engine, m) {
             return std::make_pair(a[0], a[1]);
           },
           "Bounded slowdown accrued so far, (TE, BE).")
+      .def(
+          "rate",
+          [](PyEngine& s) {
+            std::lock_guard<std::mutex> lock(s.mu);
+            const double* r = s.engine->rate();
+            const double* b = s.engine->rate_bounded();
+            return nb::make_tuple(r[0], r[1], b[0], b[1]);
+          },
+          "What accrued() and accrued_bounded() grow by per simulated second until the next event: "
+          "(TE, BE, TE bounded, BE bounded).")
 
       // ------------------------------------------------------------ per node
       .def(

@@ -252,7 +252,7 @@ Engine::Engine(int n_nodes, const double* capacity, int n_jobs, const double* su
 
 // ==================================================================== driving interface
 
-int Engine::advance() {
+int Engine::advance(double until) {
   if (request_ >= 0) throw std::logic_error("advance() called while a decision is pending; call resolve() first");
   while (true) {
     if (in_pass_) {
@@ -264,7 +264,7 @@ int Engine::advance() {
       }
       in_pass_ = false;
     }
-    if (!has_events()) return -1;
+    if (!has_events() || next_event_time() > until) return -1;
     process_events_at(next_event_time());
     in_pass_ = true;
   }
@@ -286,8 +286,8 @@ void Engine::resolve(const std::vector<int64_t>& nodes, const std::vector<int64_
   request_ = -1;
 }
 
-void Engine::run_declining() {
-  while (advance() >= 0) resolve({}, {});
+void Engine::run_declining(double until) {
+  while (advance(until) >= 0) resolve({}, {});
 }
 
 std::vector<std::pair<int, std::vector<int>>> Engine::candidates() const {
@@ -812,14 +812,15 @@ std::string Engine::label(int job) const { return job_label(job); }
 
 // ---------------------------------------------------------------------------------------------- native rules
 
-void Engine::run_rule(Rule& rule) {
+int64_t Engine::run_rule(Rule& rule, double until, int64_t max_decisions) {
   RequestView view;
   view.n_nodes = n_nodes_;
   view.capacity = capacity_.data();
   std::vector<int64_t> nodes, victims;
-  while (true) {
-    const int job = advance();
-    if (job < 0) return;
+  for (int64_t made = 0;; ++made) {
+    if (max_decisions >= 0 && made >= max_decisions) return made;
+    const int job = advance(until);
+    if (job < 0) return made;
     view.job = job;
     const double* m = member_row(job);
     view.member[0] = m[0];

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -18,7 +19,8 @@
 namespace schedgym {
 
 // Bumped whenever the engine's behaviour changes; the Python side checks it.
-constexpr int ENGINE_VERSION = 3;  // 2: EnvCore; 3: declined TE shapes are offered again only when that could help
+constexpr int ENGINE_VERSION = 4;  // 2: EnvCore; 3: declined TE shapes are offered again only when that could help;
+                                  // 4: Engine.clone(), advance/run_declining/run_rule stop at a time `until`
 
 // Job states, with the values of schedgym.sim.job.JobState.
 enum JobStateCode : int8_t { NOT_SUBMITTED = 0, PENDING = 1, RUNNING = 2, PREEMPTING = 3, COMPLETED = 4 };
@@ -83,17 +85,25 @@ class Engine {
          const double* member, const int64_t* gang, const int64_t* job_class, const double* grace,
          const EngineConfig& config, const double* restart = nullptr);
 
+  // A copy is an independent simulation in the same state (every member is a value; bindings.cpp rebinds
+  // job_label, which refers to the Python object that owns the engine): Simulator.clone().
+  Engine(const Engine&) = default;
+
   // ---------------------------------------------------------------- driving (Simulator.advance/resolve)
-  // Runs until a TE job needs a preemption decision (returns its index) or the workload drains (-1).
-  int advance();
+  // Runs until a TE job needs a preemption decision (returns its index) or the workload drains (-1). With
+  // `until`, it also stops (-1, not done()) before processing events later than `until`; stopping there
+  // changes nothing, so a later advance() continues exactly as if it had not stopped.
+  int advance(double until = std::numeric_limits<double>::infinity());
   // The answer to the pending request: empty `nodes` declines. Throws std::invalid_argument (with the
   // Python engine's message) for an illegal plan, std::logic_error if no decision is pending.
   void resolve(const std::vector<int64_t>& nodes, const std::vector<int64_t>& victims);
-  // advance() and decline every request, to the end.
-  void run_declining();
-  // advance() and let `rule` answer every request, to the end: Simulator.run(policy) for a built-in rule,
-  // without calling Python (the rule sees what the Python rule sees in its PreemptionRequest).
-  void run_rule(Rule& rule);
+  // advance(until) and decline every request, to the end (or to `until`).
+  void run_declining(double until = std::numeric_limits<double>::infinity());
+  // advance(until) and let `rule` answer every request, to the end (or to `until`, or until it has answered
+  // `max_decisions` requests if that is >= 0; it then stops right after the last resolve): Simulator.run(policy)
+  // for a built-in rule, without calling Python (the rule sees what the Python rule sees in its
+  // PreemptionRequest). Returns the number of requests answered.
+  int64_t run_rule(Rule& rule, double until = std::numeric_limits<double>::infinity(), int64_t max_decisions = -1);
 
   // How error messages name a job (Python: repr(job_id)); by default "#<index>".
   std::function<std::string(int)> job_label;
@@ -110,6 +120,9 @@ class Engine {
   int64_t queued_be() const { return n_be_queued_; }
   const double* accrued() const { return accrued_; }
   const double* accrued_bounded() const { return accrued_bounded_; }
+  // What accrued() and accrued_bounded() grow by per simulated second until the next event, (TE, BE).
+  const double* rate() const { return rate_; }
+  const double* rate_bounded() const { return rate_bounded_; }
   const std::vector<double>& avail() const { return avail_; }
   const std::vector<double>& held() const { return held_; }
   // (node, candidate job indices ascending) for nodes with at least one candidate, nodes ascending.

@@ -1,0 +1,233 @@
+"""``lookahead``: try each option of a preemption request on a copy of the simulation, keep the best.
+
+At every :class:`~schedgym.sim.policy.PreemptionRequest` the policy clones the simulation that asks
+(``request.sim``, :meth:`Simulator.clone <schedgym.sim.simulator.Simulator.clone>`) once per *option*, applies
+the option to the copy, lets a *base rule* answer the requests that follow, and scores the copy at the end of
+the *horizon*. It answers with the option of the least score. Nothing is estimated: every playout is the
+simulator itself, so the policy is a reference for what a decision is worth under its base rule, at the cost
+of simulating ahead.
+
+Options (in this order; identical plans, as sets of nodes and victims, are tried once, the first kept):
+
+1. wait: the empty plan (decline);
+2. the plans of the ``plans`` rules (default ``fitgpp`` and ``k8s``), each asked on the request itself;
+3. with ``per_node`` (default), for a job of one node: on every node where preemption can make room, the
+   fewest victims that do (ties: the shorter longest grace period, then the lower job indices; nodes with more
+   than :data:`MAX_SUBSET_CANDIDATES` candidates are left to the rules). A gang is offered the rules' plans only.
+
+Score of an option: ``te_weight * TE + be_weight * BE + preemption_cost * preemptions``, where TE and BE are
+the slowdown accrued in the copy from now to the end of the horizon (``Simulator.accrued``, or
+``accrued_bounded`` with ``bounded``: the quantities the environment's reward is made of) and preemptions the
+preemptions made in the copy meanwhile. Ties go to the earlier option, so waiting wins a tie.
+
+Horizon: ``horizon`` simulated seconds after the request (``None``: to the end of the workload), and at most
+``max_decisions`` later requests answered by the base rule (``None``: all of them); requests after those wait
+(declined), up to the same horizon. Every option is scored at the same instant, ``now + horizon``
+(:meth:`Simulator.accrued_at`), so a copy that drained or stopped earlier is not favoured.
+
+Cost per decision: one clone and one playout per distinct option (at most 1 + len(plans) + nodes with
+candidates: 12 to 18 on the paper cluster), each playout as long as the horizon; a request that no rule and no
+node can serve (wait is the only option) costs nothing. On the native engine with a built-in base rule a
+playout runs in C++ (``Engine.run_rule``) and a clone copies the C++ state (15 us for 2,000 jobs): about 3 ms
+per request with the default horizon on 2,000-job paper workloads, 20-30 ms to the end of the workload; some
+20 times more on the Python engine. ``benchmarks/bench_lookahead.py`` measures it; ``docs/lookahead.md`` gives
+the figures.
+
+Determinism: given the seed of :meth:`reset`, the same workload gives the same decisions. A randomised base
+rule draws, in every playout of one request, from the same generator state (common random numbers), drawn
+once per request from the policy's own generator.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from baselines.base import freed
+from schedgym.errors import ConfigError, SchedGymError
+from schedgym.sim.job import Job
+from schedgym.sim.policy import DECLINE, Policy, PreemptionPlan, PreemptionRequest, QueueDiscipline
+from schedgym.sim.resources import Vec, covers, shortfall
+
+MAX_SUBSET_CANDIDATES = 12
+"""A node with more candidates than this gets no fewest-victims option (the search tries subsets)."""
+
+_WAIT = Policy()  # never preempts: answers DECLINE (natively, the engine's 'decline' rule)
+
+
+class Lookahead(Policy):
+    """Clone the simulation, play out every option with a base rule over a horizon, take the least weighted slowdown.
+
+    Args:
+        base: the rule that answers later requests in a playout (a registry name or a Policy; not a lookahead).
+        plans: rules whose plans for the request are options (registry names or Policies).
+        per_node: also offer, per node, the fewest victims that make room there (jobs of one node only).
+        horizon: simulated seconds after the request at which options are scored (None: the end of the workload).
+        max_decisions: later requests the base rule answers in a playout (None: all within the horizon); the
+            rest wait.
+        te_weight, be_weight: weights of TE and BE accrued slowdown in the score.
+        preemption_cost: added to the score per preemption made in the playout (the environment's
+            ``preemption_cost``).
+        bounded: score bounded slowdown (``accrued_bounded``) instead of slowdown.
+    """
+
+    name = "lookahead"
+    queue = QueueDiscipline.PRIORITY
+    preempts = True
+
+    def __init__(
+        self,
+        base: str | Policy = "fitgpp",
+        plans: Sequence[str | Policy] = ("fitgpp", "k8s"),
+        per_node: bool = True,
+        horizon: float | None = 6 * 3600.0,
+        max_decisions: int | None = None,
+        te_weight: float = 1.0,
+        be_weight: float = 1.0,
+        preemption_cost: float = 0.0,
+        bounded: bool = False,
+    ) -> None:
+        from schedgym.registry import make_policy  # the registry imports the baselines' modules lazily too
+
+        def resolve(p: str | Policy) -> Policy:
+            policy = make_policy(p) if isinstance(p, str) else p
+            if isinstance(policy, Lookahead):
+                raise ConfigError(f"Expected a rule that does not look ahead itself, got {policy!r}")
+            return policy
+
+        if horizon is not None and not (isinstance(horizon, (int, float)) and math.isfinite(horizon) and horizon > 0):
+            raise ConfigError(f"Expected horizon > 0 (seconds) or None, got {horizon!r}")
+        if max_decisions is not None and (
+            isinstance(max_decisions, bool) or not isinstance(max_decisions, int) or max_decisions < 0
+        ):
+            raise ConfigError(f"Expected max_decisions >= 0 or None, got {max_decisions!r}")
+        for label, value in (("te_weight", te_weight), ("be_weight", be_weight), ("preemption_cost", preemption_cost)):
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise ConfigError(f"Expected {label} >= 0, got {value!r}")
+        self.base = resolve(base)
+        self.plans = [resolve(p) for p in plans]
+        self.per_node = bool(per_node)
+        self.horizon = None if horizon is None else float(horizon)
+        self.max_decisions = max_decisions
+        self.te_weight = float(te_weight)
+        self.be_weight = float(be_weight)
+        self.preemption_cost = float(preemption_cost)
+        self.bounded = bool(bounded)
+        self.queue = self.base.queue
+        self.last_options: list[tuple[PreemptionPlan, float]] = []
+        """The options of the last request that had more than one, with their scores, in the order tried."""
+        self.n_playouts = 0
+        """Playouts simulated since :meth:`reset`."""
+        self.reset(np.random.default_rng(0))
+
+    def reset(self, rng: np.random.Generator | None = None) -> None:
+        super().reset(rng)
+        # Independent streams for the plan rules (a randomised one draws on the real request) and for the
+        # playouts' base rule.
+        children = self.rng.spawn(len(self.plans) + 1)
+        for policy, child in zip(self.plans, children[:-1], strict=True):
+            policy.reset(child)
+        self._playout_rng = children[-1]
+        self.base.reset(np.random.default_rng(0))
+        self.last_options = []
+        self.n_playouts = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"Lookahead(base={self.base!r}, plans={self.plans!r}, per_node={self.per_node}, horizon={self.horizon}, "
+            f"max_decisions={self.max_decisions}, te_weight={self.te_weight}, be_weight={self.be_weight}, "
+            f"preemption_cost={self.preemption_cost}, bounded={self.bounded})"
+        )
+
+    # ------------------------------------------------------------------ options
+    def options(self, request: PreemptionRequest) -> list[PreemptionPlan]:
+        """The distinct options of ``request``, in the order they are tried (wait first)."""
+        out = [DECLINE]
+        seen: set[tuple[frozenset[int], frozenset[int]]] = {(frozenset(), frozenset())}
+
+        def add(plan: PreemptionPlan) -> None:
+            key = (frozenset(plan.nodes), frozenset(plan.victims))
+            if key not in seen:
+                seen.add(key)
+                out.append(plan)
+
+        for policy in self.plans:
+            add(policy.decide(request))
+        if self.per_node and request.gang_size == 1:
+            need = request.job.demand
+            avail = request.avail.tolist()
+            for n, cands in request.candidates.items():
+                victims = fewest_victims(shortfall(avail[n], need), cands) if not covers(avail[n], need) else None
+                if victims is not None:
+                    add(PreemptionPlan(nodes=(n,), victims=tuple(v.idx for v in victims)))
+        return out
+
+    # ------------------------------------------------------------------ deciding
+    def _decide(self, request: PreemptionRequest) -> PreemptionPlan:
+        sim = request.sim
+        if sim is None:
+            raise SchedGymError(
+                "lookahead needs the simulation that asks (request.sim); it is set on the requests that "
+                "Simulator.advance() makes"
+            )
+        options = self.options(request)
+        if len(options) == 1:
+            return DECLINE  # nothing to compare
+        # One generator state for every playout of this request: the options differ only in themselves.
+        seed = int(self._playout_rng.integers(2**63))
+        end = None if self.horizon is None else request.now + self.horizon
+        scored: list[tuple[PreemptionPlan, float]] = []
+        for plan in options:
+            scored.append((plan, self._play(sim, plan, end, seed)))
+        self.last_options = scored
+        best_plan, best = scored[0]
+        for plan, score in scored[1:]:
+            if score < best:  # strictly: ties go to the earlier option (waiting first)
+                best_plan, best = plan, score
+        return best_plan
+
+    def _play(self, sim, plan: PreemptionPlan, end: float | None, seed: int) -> float:  # noqa: ANN001
+        """The score of ``plan``: apply it to a clone of ``sim``, play out to ``end`` (None: the end)."""
+        copy = sim.clone()
+        n_preemptions = copy.n_preemptions
+        copy.resolve(plan)
+        self.base.reset(np.random.default_rng(seed))
+        until = math.inf if end is None else end
+        copy.run_until(self.base, until, max_decisions=self.max_decisions)
+        if self.max_decisions is not None:
+            copy.run_until(_WAIT, until)  # later requests wait
+        self.n_playouts += 1
+        if end is None:  # drained
+            acc = copy.accrued_bounded if self.bounded else copy.accrued
+        else:  # every option at the same instant, whether its copy drained or stopped before it
+            acc = copy.accrued_at(end, bounded=self.bounded)
+        return (
+            self.te_weight * acc[0]
+            + self.be_weight * acc[1]
+            + self.preemption_cost * (copy.n_preemptions - n_preemptions)
+        )
+
+
+def fewest_victims(deficit: Vec, candidates: list[Job]) -> list[Job] | None:
+    """The fewest ``candidates`` (a node's, by job index) whose per-node demands cover ``deficit`` there; ties to
+    the shorter longest grace period, then to the lower job indices. None if they cannot, or if there are more
+    than :data:`MAX_SUBSET_CANDIDATES` of them."""
+    if len(candidates) > MAX_SUBSET_CANDIDATES or not covers(freed(candidates), deficit):
+        return None
+    for size in range(1, len(candidates) + 1):
+        best: tuple[float, tuple[int, ...]] | None = None
+        chosen: tuple[Job, ...] = ()
+        for subset in itertools.combinations(candidates, size):  # in lexicographic order of job index
+            if covers(freed(list(subset)), deficit):
+                key = (max(v.spec.grace_period for v in subset), tuple(v.idx for v in subset))
+                if best is None or key < best:
+                    best, chosen = key, subset
+        if best is not None:
+            return list(chosen)
+    return None  # pragma: no cover - all candidates together cover the deficit
+
+
+__all__ = ["MAX_SUBSET_CANDIDATES", "Lookahead", "fewest_victims"]
