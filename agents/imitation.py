@@ -5,8 +5,8 @@ A rule answers a whole request with a plan; an agent answers one victim at a tim
 :class:`~agents.learned.LearnedPolicy`: at each request it asks the *expert* for its plan, then walks the
 victim-by-victim protocol, labelling each step with the action that follows the expert's plan
 (:func:`expert_action`) and recording the observation and mask the agent would see. So the expert needs
-nothing but the :class:`~schedgym.sim.policy.Policy` interface: a rule, ``lookahead`` (which reads the
-simulation it runs in) or a saved agent.
+nothing but the :class:`~schedgym.sim.policy.Policy` interface: a rule, ``lookahead`` (which plays out
+clones of the simulation the request carries, ``request.sim``) or a saved agent.
 
 Which action is taken at each step: the expert's (behaviour cloning, round 0), or in later rounds (DAgger,
 Ross et al. 2011) the learner's with probability ``1 - 0.5 ** round``, so that the learner is also taught in
@@ -98,12 +98,6 @@ class ImitationRecorder(Policy):
         self.name = f"imitate:{expert.name}"
         self.n_unmatched = 0
         self._encoder: DecisionEncoder | None = None
-
-    def bind(self, simulator: Any) -> None:
-        """Hand the simulation to an expert that reads it (``lookahead``)."""
-        bind = getattr(self.expert, "bind", None)
-        if bind is not None:
-            bind(simulator)
 
     def reset(self, rng: np.random.Generator | None = None) -> None:
         super().reset(rng)

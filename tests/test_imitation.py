@@ -177,3 +177,11 @@ def test_the_vector_environment_batches_only_equal_reward_settings():
 def test_train_cli_takes_lists_of_names(tmp_path):
     proc = run_cli("train", "--workloads", "paper,,philly", "--run-dir", str(tmp_path))
     assert proc.returncode == 2 and proc.stderr.startswith("schedgym: error:") and "Traceback" not in proc.stderr
+
+
+def test_lookahead_is_imitated_through_the_simulation_its_requests_carry():
+    demos, recorder, result = _record("lookahead", n_jobs=400)
+    again, _, _ = _record("lookahead", n_jobs=400)
+    obs, masks, actions = demos.arrays()
+    assert len(actions) > 0 and masks[np.arange(len(actions)), actions].all()
+    np.testing.assert_array_equal(actions, again.arrays()[2])

@@ -62,3 +62,24 @@ def test_synthetic_seeds_vary_and_get_intervals():
     per_seed = [s["te"]["slowdown_p95"] for s in summary["policies"]["fifo"]["per_seed"]]
     assert summary["policies"]["fifo"]["ci95"]["te"]["slowdown_p95"] == pytest.approx(ci95(per_seed))
     assert np.isfinite(summary["policies"]["fifo"]["ci95"]["te"]["slowdown_p95"])
+
+
+def test_dominance_verdict_over_the_four_figures():
+    from schedgym.experiments.compare import dominance
+
+    def paired(**diffs):
+        base = {"te": {"slowdown_p95": {"mean": 0.0, "ci95": 0.1}}, "be": {}}
+        for f in ("slowdown_p50", "slowdown_p95", "slowdown_p99"):
+            base["be"][f] = {"mean": 0.0, "ci95": 0.1}
+        for key, (mean, half) in diffs.items():
+            cls, f = key.split("_", 1)
+            base[cls][f] = {"mean": mean, "ci95": half}
+        return base
+
+    assert dominance(paired()) == "equal"
+    assert dominance(paired(te_slowdown_p95=(-0.5, 0.1))) == "dominates"  # better on one, no worse on any
+    assert dominance(paired(be_slowdown_p99=(0.5, 0.1))) == "dominated"
+    assert dominance(paired(te_slowdown_p95=(-0.5, 0.1), be_slowdown_p99=(3.0, 1.0))) == "mixed"
+    # A difference whose interval reaches 0 counts as neither; one without an interval is not judged.
+    assert dominance(paired(te_slowdown_p95=(-0.5, 0.5))) == "equal"
+    assert dominance(paired(te_slowdown_p95=(-0.5, float("nan")))) == "equal"

@@ -9,6 +9,8 @@ Statistics live in :mod:`schedgym.experiments.stats`, the table and files in
 
 from __future__ import annotations
 
+import math
+
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -28,7 +30,29 @@ from schedgym.workloads.trace import Workload
 
 CLASS_FIELDS = ("slowdown_p50", "slowdown_p95", "slowdown_p99", "slowdown_mean", "wait_mean")
 TOP_FIELDS = ("preemptions", "requests", "gpu_utilization")  # requests: preemption requests answered
-PAIRED_REFERENCES = ("fitgpp", "fifo")
+PAIRED_REFERENCES = ("fitgpp", "k8s", "fifo")
+DOMINANCE_FIGURES = (("te", "slowdown_p95"), ("be", "slowdown_p50"), ("be", "slowdown_p95"), ("be", "slowdown_p99"))
+"""the figures a policy must be no worse on, and better on one, to dominate another (issue 11's criterion)"""
+
+
+def dominance(paired: dict[str, Any]) -> str:
+    """The verdict of one policy's paired differences to another (``ComparisonResult.summary()``'s
+    ``paired[ref]``) over :data:`DOMINANCE_FIGURES`, lower being better: ``"dominates"`` (no figure worse, at
+    least one better), ``"dominated"`` (the reverse), ``"equal"`` (none differs) or ``"mixed"``. A figure is
+    better or worse when the 95% CI of the paired difference excludes 0; without an interval, never."""
+    better = worse = 0
+    for cls, f in DOMINANCE_FIGURES:
+        d = paired[cls][f]
+        mean, half = d["mean"], d["ci95"]
+        if math.isnan(mean) or math.isnan(half):
+            continue
+        better += mean + half < 0
+        worse += mean - half > 0
+    if better and not worse:
+        return "dominates"
+    if worse and not better:
+        return "dominated"
+    return "equal" if not better else "mixed"
 
 
 @dataclass(frozen=True)
@@ -316,4 +340,4 @@ def _progress_bar(total: int, progress: bool | None):  # noqa: ANN202
     return tqdm(total=total, unit="run", desc="simulating", disable=None if progress is None else False)
 
 
-__all__ = ["CLASS_FIELDS", "PAIRED_REFERENCES", "TOP_FIELDS", "CompareConfig", "ComparisonResult", "run_comparison"]
+__all__ = ["CLASS_FIELDS", "DOMINANCE_FIGURES", "PAIRED_REFERENCES", "dominance", "TOP_FIELDS", "CompareConfig", "ComparisonResult", "run_comparison"]

@@ -16,7 +16,7 @@ import numpy as np
 
 from schedgym._atomic import atomic_open
 from schedgym.errors import SchedGymError
-from schedgym.experiments.compare import CLASS_FIELDS, PAIRED_REFERENCES, TOP_FIELDS, ComparisonResult
+from schedgym.experiments.compare import CLASS_FIELDS, PAIRED_REFERENCES, TOP_FIELDS, ComparisonResult, dominance
 from schedgym.sim.job import JobClass
 from schedgym.sim.metrics import RunResult
 
@@ -68,7 +68,8 @@ _TABLE_COLUMNS = (  # (header, class or None, field, width, decimals)
 
 
 def format_table(result: ComparisonResult) -> str:
-    """The on-screen table: means, ratios to FIFO (when run), paired differences to FitGpp (when run)."""
+    """The on-screen table: means, ratios to FIFO (when run), paired differences to fitgpp and to k8s (when
+    run) with the dominance verdict (:func:`~schedgym.experiments.compare.dominance`)."""
     summary = result.summary()
     summ = {_display(name): e for name, e in summary["policies"].items()}
     width = max([18, *(len(n) for n in summ)])
@@ -94,16 +95,19 @@ def format_table(result: ComparisonResult) -> str:
         for name, r in ((_display(n), r) for n, r in ratios.items()):
             cells = [r[f"{c}_{f}"] if c else r[f] for _, c, f, _, _ in _TABLE_COLUMNS]
             lines.append(_row(name, cells, [(w, 3) for _, _, _, w, _ in _TABLE_COLUMNS], width))
-    if cfg.seeds > 1 and any("fitgpp" in e["paired"] for e in summ.values()):
-        lines += ["", "paired difference to fitgpp, same workloads (mean +- 95% CI over seeds)"]
-        keys = [("TE p95", "te", "slowdown_p95"), ("BE p50", "be", "slowdown_p50"), ("BE p95", "be", "slowdown_p95")]
-        lines.append(f"{'policy':<{width}} " + " ".join(f"{k:>19}" for k, _, _ in keys))
+    keys = [("TE p95", "te", "slowdown_p95"), ("BE p50", "be", "slowdown_p50"), ("BE p95", "be", "slowdown_p95"),
+            ("BE p99", "be", "slowdown_p99")]  # fmt: skip
+    for ref in ("fitgpp", "k8s"):  # the preemptive rules, each taken alone
+        if cfg.seeds < 2 or not any(ref in e["paired"] for e in summ.values()):
+            continue
+        lines += ["", f"paired difference to {ref}, same workloads (mean +- 95% CI over seeds; verdict over these four)"]
+        lines.append(f"{'policy':<{width}} " + " ".join(f"{k:>19}" for k, _, _ in keys) + "  verdict")
         for name, e in summ.items():
-            if "fitgpp" not in e["paired"]:
+            if ref not in e["paired"]:
                 continue
-            p = e["paired"]["fitgpp"]
+            p = e["paired"][ref]
             cells = [_pm(p[c][f]["mean"], p[c][f]["ci95"]) for _, c, f in keys]
-            lines.append(f"{name:<{width}} " + " ".join(f"{c:>19}" for c in cells))
+            lines.append(f"{name:<{width}} " + " ".join(f"{c:>19}" for c in cells) + f"  {dominance(p)}")
     return "\n".join(lines)
 
 
@@ -297,8 +301,13 @@ def _outside_legends() -> bool:
     return (major, minor) >= (3, 7)
 
 
+# The scatter's axes: the TE figure every preempting rule gets near 1, and the BE tail where their victim
+# choices differ most (class key, field, label).
+_SCATTER = (("te", "slowdown_p95", "TE slowdown p95"), ("be", "slowdown_p99", "BE slowdown p99"))
+
+
 def _plot_figure(result: ComparisonResult) -> Any:
-    """The comparison's figure: TE and BE slowdown tails (all seeds pooled) and a TE-p95 vs BE-p95 scatter
+    """The comparison's figure: TE and BE slowdown tails (all seeds pooled) and a TE-p95 vs BE-p99 scatter
     with 95% CIs, one colour, line style and marker per policy, and one legend below the panels."""
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -364,13 +373,13 @@ def _plot_figure(result: ComparisonResult) -> Any:
     points = []
     spans: dict[str, list[tuple[float, float, float]]] = {"te": [], "be": []}  # (mean, CI low, CI high)
     for name, e in summ.items():
-        means = [e[k]["slowdown_p95"] for k in ("te", "be")]
-        if any(math.isnan(m) for m in means):  # a class without jobs has no p95
+        means = [e[k][f] for k, f, _ in _SCATTER]
+        if any(math.isnan(m) for m in means):  # a class without jobs has no percentiles
             continue
         xy, err = [], []
-        for key, mean in zip(("te", "be"), means, strict=True):
+        for (key, fig_name, _), mean in zip(_SCATTER, means, strict=True):
             v = max(mean - 1, _EXCESS_FLOOR)
-            half = float(np.nan_to_num(e["ci95"][key]["slowdown_p95"]))
+            half = float(np.nan_to_num(e["ci95"][key][fig_name]))
             lo, hi = max(v - half, _EXCESS_FLOOR), v + half
             xy.append(v)
             err.append([[v - lo], [hi - v]])
@@ -408,9 +417,9 @@ def _plot_figure(result: ComparisonResult) -> Any:
             ax.set_yscale("log")
             ax.set_ylim(lo, hi)
         _slowdown_axis(axis, lo, hi)
-    ax.set_xlabel("TE slowdown p95  (log scale of p95 \u2212 1)")
-    ax.set_ylabel("BE slowdown p95  (log scale of p95 \u2212 1)")
-    ax.set_title("p95 per policy: " + ("mean and 95% CI over seeds" if result.config.seeds > 1 else "one seed, no CI"))
+    ax.set_xlabel(f"{_SCATTER[0][2]}  (log scale of it \u2212 1)")
+    ax.set_ylabel(f"{_SCATTER[1][2]}  (log scale of it \u2212 1)")
+    ax.set_title("per policy: " + ("mean and 95% CI over seeds" if result.config.seeds > 1 else "one seed, no CI"))
     ax.grid(True, which="major", alpha=0.3)
     if not points:
         ax.text(0.5, 0.5, "needs both TE and BE jobs", transform=ax.transAxes, ha="center", va="center")
@@ -434,7 +443,7 @@ def _plot_figure(result: ComparisonResult) -> Any:
 
 
 def write_plot(path: str, result: ComparisonResult) -> None:
-    """Slowdown tails per class (all seeds pooled) and a TE-p95 vs BE-p95 scatter with 95% CIs.
+    """Slowdown tails per class (all seeds pooled) and a TE-p95 vs BE-p99 scatter with 95% CIs.
 
     The image goes to a temporary file beside ``path`` first and is renamed to it once complete."""
     try:
