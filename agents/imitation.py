@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from schedgym.decision import DecisionEncoder
-from schedgym.sim.policy import DECLINE, PreemptionPlan, PreemptionRequest, Policy
 from schedgym.sim.job import Job
+from schedgym.sim.policy import DECLINE, Policy, PreemptionPlan, PreemptionRequest
 
 
 def expert_action(plan: PreemptionPlan, rows: list[tuple[Job, int]], chosen: list[Job]) -> tuple[int, bool]:
@@ -106,13 +106,9 @@ class ImitationRecorder(Policy):
         self._encoder = None
 
     def _decide(self, request: PreemptionRequest) -> PreemptionPlan:
-        if self._encoder is None:  # as LearnedPolicy: the estimate noise is drawn once per run
-            self._encoder = DecisionEncoder(
-                request.capacity,
-                request.n_jobs,
-                max_candidates=self.max_candidates,
-                estimate_noise=self.estimate_noise,
-                rng=self._encoder_rng,
+        if self._encoder is None:
+            self._encoder = DecisionEncoder.for_run(
+                request, max_candidates=self.max_candidates, estimate_noise=self.estimate_noise, rng=self._encoder_rng
             )
         plan = self.expert.decide(request)
         decision = self._encoder.begin(request)

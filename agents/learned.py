@@ -137,13 +137,8 @@ class LearnedPolicy(Policy):
 
     def _decide(self, request: PreemptionRequest) -> PreemptionPlan:
         if self._encoder is None:
-            # The estimate noise is drawn here, once per run, as the environment draws it at reset.
-            self._encoder = DecisionEncoder(
-                request.capacity,
-                request.n_jobs,
-                max_candidates=self.max_candidates,
-                estimate_noise=self.estimate_noise,
-                rng=self.rng,
+            self._encoder = DecisionEncoder.for_run(
+                request, max_candidates=self.max_candidates, estimate_noise=self.estimate_noise, rng=self.rng
             )
         decision = self._encoder.begin(request)
         if not decision.offers_choice:

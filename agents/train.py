@@ -125,7 +125,9 @@ class TrainConfig:
         if len(set(self.workloads)) != len(self.workloads):
             raise ConfigError(f"Expected distinct workloads, got {list(self.workloads)}")
         if len(self.workloads) > self.n_envs:
-            raise ConfigError(f"{len(self.workloads)} workloads need at least as many environments; n_envs is {self.n_envs}")
+            raise ConfigError(
+                f"{len(self.workloads)} workloads need at least as many environments; n_envs is {self.n_envs}"
+            )
         for spec in self.eval_baselines:
             from schedgym.registry import policy_entry
 
@@ -312,9 +314,7 @@ def evaluate(
         "figures": {f: mean(runs[f]) for f in FIGURES},
     }
     if baselines:
-        stats["minus"] = {
-            rule: {f: paired(runs[f], ref[f]) for f in FIGURES} for rule, ref in baselines.items()
-        }
+        stats["minus"] = {rule: {f: paired(runs[f], ref[f]) for f in FIGURES} for rule, ref in baselines.items()}
     return stats
 
 
@@ -437,7 +437,9 @@ def _train(config: TrainConfig, run_dir: Path, maskable: bool) -> Path:
         for name, kw in zip(_workload_names(config), kwargs_of, strict=True)
     }
     baselines = {
-        name: {rule: run_figures(make_policy(rule), config.env_id, kw, validation[name]) for rule in config.eval_baselines}
+        name: {
+            rule: run_figures(make_policy(rule), config.env_id, kw, validation[name]) for rule in config.eval_baselines
+        }
         for name, kw in zip(_workload_names(config), kwargs_of, strict=True)
     }
 
@@ -540,7 +542,8 @@ def _train(config: TrainConfig, run_dir: Path, maskable: bool) -> Path:
     # best_model.zip is always there: the final model when no evaluation during training did better.
     keep_if_best(final, model)
     if config.total_timesteps > 0:
-        print(f"trained {config.total_timesteps} steps in {seconds:.0f} s: {config.total_timesteps / seconds:,.0f} steps/s")
+        rate = config.total_timesteps / seconds
+        print(f"trained {config.total_timesteps} steps in {seconds:.0f} s: {rate:,.0f} steps/s")
     print(_format_evaluation(final, config.eval_baselines))
     print(f"saved {run_dir / 'model.zip'} and best_model.zip (validation score {best['score']:.3f})")
     return run_dir

@@ -297,7 +297,13 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:
             tr.add_argument(flag, type=_int_tuple, default=default, metavar="64,64", help=help_text)
         elif f.name in ("workloads", "eval_baselines"):
             shown = ",".join(default) if default else "none"
-            tr.add_argument(flag, type=_name_tuple, default=default, metavar="A,B", help=f"{docs.get(f.name, '')} (default: {shown})")
+            tr.add_argument(
+                flag,
+                type=_name_tuple,
+                default=default,
+                metavar="A,B",
+                help=f"{docs.get(f.name, '')} (default: {shown})",
+            )
         else:
             if f.name == "seed":
                 kind: Callable[[str], object] = _int_type(0, limits.MAX_SEED, "MAX_SEED")

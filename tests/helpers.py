@@ -225,3 +225,18 @@ def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "schedgym.cli", *args], capture_output=True, text=True, timeout=timeout
     )
+
+
+# A training run small enough for a test (schedgym train's TrainConfig fields): two evaluations, no logs.
+TINY = dict(
+    total_timesteps=128,
+    n_envs=1,
+    vec_env="dummy",
+    n_steps=64,
+    batch_size=32,
+    eval_freq=64,
+    n_eval_workloads=1,
+    env_kwargs={"n_jobs": 150},
+    tensorboard=False,
+    progress=False,
+)

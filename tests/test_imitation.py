@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from helpers import run_cli
+from helpers import TINY, run_cli
 
 pytest.importorskip("sb3_contrib")
 
@@ -22,19 +22,6 @@ from schedgym.sim import cluster_preset  # noqa: E402
 from schedgym.sim.job import Job  # noqa: E402
 from schedgym.sim.policy import DECLINE, PreemptionPlan  # noqa: E402
 from schedgym.workloads import generate, preset  # noqa: E402
-
-TINY = dict(
-    total_timesteps=128,
-    n_envs=1,
-    vec_env="dummy",
-    n_steps=64,
-    batch_size=32,
-    eval_freq=64,
-    n_eval_workloads=1,
-    env_kwargs={"n_jobs": 150},
-    tensorboard=False,
-    progress=False,
-)
 
 
 def _job(idx: int) -> Job:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import play_episode, run_cli
+from helpers import TINY, play_episode, run_cli
 
 pytest.importorskip("sb3_contrib")
 
@@ -21,19 +21,6 @@ from schedgym.experiments.stats import ci95  # noqa: E402
 from schedgym.registry import make_policy  # noqa: E402
 from schedgym.sim import Policy, cluster_preset  # noqa: E402
 from schedgym.workloads import generate, preset  # noqa: E402
-
-TINY = dict(
-    total_timesteps=128,
-    n_envs=1,
-    vec_env="dummy",
-    n_steps=64,
-    batch_size=32,
-    eval_freq=64,
-    n_eval_workloads=1,
-    env_kwargs={"n_jobs": 150},
-    tensorboard=False,
-    progress=False,
-)
 
 
 @pytest.fixture(scope="module")

@@ -71,9 +71,9 @@ def test_dominance_verdict_over_the_four_figures():
         base = {"te": {"slowdown_p95": {"mean": 0.0, "ci95": 0.1}}, "be": {}}
         for f in ("slowdown_p50", "slowdown_p95", "slowdown_p99"):
             base["be"][f] = {"mean": 0.0, "ci95": 0.1}
-        for key, (mean, half) in diffs.items():
+        for key, (m, half) in diffs.items():
             cls, f = key.split("_", 1)
-            base[cls][f] = {"mean": mean, "ci95": half}
+            base[cls][f] = {"mean": m, "ci95": half}
         return base
 
     assert dominance(paired()) == "equal"

@@ -72,6 +72,17 @@ class DecisionEncoder:
         self.estimate = np.exp(rng.normal(0.0, estimate_noise, n_jobs)) if estimate_noise > 0 else np.ones(n_jobs)
         self.size = observation_size(self.max_candidates)
 
+    @classmethod
+    def for_run(
+        cls, request: PreemptionRequest, *, max_candidates: int, estimate_noise: float, rng: np.random.Generator
+    ) -> DecisionEncoder:
+        """The encoder of the simulation ``request`` comes from, for a policy deciding inside it (built at its
+        first request, when the workload's size is known; the estimate noise is drawn then, once per run, as
+        the environment draws it at reset)."""
+        return cls(
+            request.capacity, request.n_jobs, max_candidates=max_candidates, estimate_noise=estimate_noise, rng=rng
+        )
+
     def begin(self, request: PreemptionRequest) -> StepwiseDecision:
         """Start deciding ``request``; check :attr:`StepwiseDecision.offers_choice` before asking anyone."""
         return StepwiseDecision(self, request)

@@ -10,7 +10,6 @@ Statistics live in :mod:`schedgym.experiments.stats`, the table and files in
 from __future__ import annotations
 
 import math
-
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -340,4 +339,13 @@ def _progress_bar(total: int, progress: bool | None):  # noqa: ANN202
     return tqdm(total=total, unit="run", desc="simulating", disable=None if progress is None else False)
 
 
-__all__ = ["CLASS_FIELDS", "DOMINANCE_FIGURES", "PAIRED_REFERENCES", "dominance", "TOP_FIELDS", "CompareConfig", "ComparisonResult", "run_comparison"]
+__all__ = [
+    "CLASS_FIELDS",
+    "DOMINANCE_FIGURES",
+    "PAIRED_REFERENCES",
+    "dominance",
+    "TOP_FIELDS",
+    "CompareConfig",
+    "ComparisonResult",
+    "run_comparison",
+]

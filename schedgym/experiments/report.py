@@ -100,7 +100,10 @@ def format_table(result: ComparisonResult) -> str:
     for ref in ("fitgpp", "k8s"):  # the preemptive rules, each taken alone
         if cfg.seeds < 2 or not any(ref in e["paired"] for e in summ.values()):
             continue
-        lines += ["", f"paired difference to {ref}, same workloads (mean +- 95% CI over seeds; verdict over these four)"]
+        lines += [
+            "",
+            f"paired difference to {ref}, same workloads (mean +- 95% CI over seeds; verdict over these four)",
+        ]
         lines.append(f"{'policy':<{width}} " + " ".join(f"{k:>19}" for k, _, _ in keys) + "  verdict")
         for name, e in summ.items():
             if ref not in e["paired"]:
