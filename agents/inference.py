@@ -1,10 +1,11 @@
-"""Run a saved stable-baselines3 MLP agent with numpy alone (torch is the optional ``rl`` extra).
+"""Run a saved stable-baselines3 agent with numpy alone (torch is the optional ``rl`` extra).
 
 ``load_policy_network(path, algo)`` reads the ``.zip`` of ``model.save`` into a :class:`MlpPolicyNetwork`
-whose ``act`` picks the action ``model.predict(obs, deterministic=True)`` picks (``action_masks=`` for
-MaskablePPO). ``policy.pth`` in it is a torch zip archive holding a pickle; it is read by an unpickler that
-knows only the few globals a plain state dict uses and maps them to numpy stand-ins, so a crafted file cannot
-run code.
+(SB3's ``MlpPolicy``) or a :class:`RowScorerNetwork` (the row scorer of :mod:`agents.row_policy`, ``schedgym
+train --policy rows``) whose ``act`` picks the action ``model.predict(obs, deterministic=True)`` picks
+(``action_masks=`` for MaskablePPO). Which of the two a file holds is read off its parameter names.
+``policy.pth`` in it is a torch zip archive holding a pickle; it is read by an unpickler that knows only the
+few globals a plain state dict uses and maps them to numpy stand-ins, so a crafted file cannot run code.
 """
 
 from __future__ import annotations
@@ -25,9 +26,12 @@ from typing import Any
 
 import numpy as np
 
+from schedgym.decision.features import CANDIDATE_FEATURES, N_HEAD
 from schedgym.errors import SchedGymError
 
-__all__ = ["HUGE_NEG", "MlpPolicyNetwork", "load_policy_network"]
+ROW_WIDTH = len(CANDIDATE_FEATURES)  # as agents/row_policy.py, which needs torch
+
+__all__ = ["HUGE_NEG", "POLICIES", "MlpPolicyNetwork", "PolicyNetwork", "RowScorerNetwork", "load_policy_network"]
 
 HUGE_NEG = -1e8  # the logit sb3-contrib's MaskableCategorical gives masked-out actions
 
@@ -98,22 +102,34 @@ class _StateDictUnpickler(pickle.Unpickler):
         return np.lib.stride_tricks.as_strided(storage[offset:], size, strides, writeable=False).copy()
 
 
-@dataclass(frozen=True, eq=False)
-class MlpPolicyNetwork:
-    """The actor of a saved SB3 model: ``layers`` are (weight (out, in), bias (out,)) pairs in float64, and
-    ``activation`` (a torch.nn class name) follows every layer but the last."""
+POLICIES = ("mlp", "rows")
+"""the policy architectures read here: SB3's MlpPolicy, and the row scorer of :mod:`agents.row_policy`"""
+_ROWS = "mlp_extractor."  # the row scorer's parameters (agents/row_policy.py RowScorer), under this prefix
+_ROW_CRITIC = (f"{_ROWS}critic_rows.", f"{_ROWS}critic.", "value_net.")
+_CHUNK = 1024  # observations per row-scorer forward pass: (chunk, rows, hidden) float64 arrays stay small
 
-    layers: tuple[tuple[np.ndarray, np.ndarray], ...]
-    activation: str
+Layers = tuple[tuple[np.ndarray, np.ndarray], ...]
+"""(weight (out, in), bias (out,)) pairs in float64"""
+
+
+class PolicyNetwork:
+    """The actor of a saved SB3 model evaluated in numpy: subclasses give the logits, this class checks the
+    inputs and picks the action SB3's ``predict(..., deterministic=True)`` picks from them."""
+
     algo: str
+    activation: str
 
     @property
-    def obs_dim(self) -> int:
-        return int(self.layers[0][0].shape[1])
+    def obs_dim(self) -> int:  # pragma: no cover  (abstract)
+        raise NotImplementedError
 
     @property
-    def n_actions(self) -> int:
-        return int(self.layers[-1][0].shape[0])
+    def n_actions(self) -> int:  # pragma: no cover  (abstract)
+        raise NotImplementedError
+
+    def _logits(self, x: np.ndarray) -> np.ndarray:  # pragma: no cover  (abstract)
+        """The logits, float64 ``(n, n_actions)``, of float64 observations ``x`` ``(n, obs_dim)``."""
+        raise NotImplementedError
 
     def act(self, observation: np.ndarray, action_mask: np.ndarray | None = None) -> int:
         """The action for one observation of shape ``(obs_dim,)``; ``action_mask`` (``n_actions`` booleans,
@@ -125,6 +141,17 @@ class MlpPolicyNetwork:
             raise SchedGymError(f"Expected an action mask of shape ({self.n_actions},), got {np.shape(action_mask)}")
         return int(self.act_batch(observation[None], None if action_mask is None else np.asarray(action_mask)[None])[0])
 
+    def logits_batch(self, observations: np.ndarray) -> np.ndarray:
+        """The logits (float32, shape ``(n, n_actions)``) for observations ``(n, obs_dim)``, before masking."""
+        obs = np.asarray(observations)
+        if obs.ndim != 2 or obs.shape[1] != self.obs_dim:
+            raise SchedGymError(f"Expected observations of shape (n, {self.obs_dim}), got {obs.shape}")
+        # float64 throughout, rounded to torch's float32 at the end. Against a float32 forward pass, its logits
+        # equal torch's bit for bit more often (51% vs 33%) and its actions disagreed with torch less often (0 vs
+        # 6 of 9.6M random inputs to fresh PPO models; a second run: 6 of 37M over all algos, all near-ties).
+        x = obs.astype(np.float32).astype(np.float64)  # SB3 casts observations to float32
+        return self._logits(x).astype(np.float32)
+
     def act_batch(self, observations: np.ndarray, action_masks: np.ndarray | None = None) -> np.ndarray:
         """The actions (int64, shape ``(n,)``) for observations ``(n, obs_dim)`` and masks ``(n, n_actions)``."""
         obs = np.asarray(observations)
@@ -135,14 +162,7 @@ class MlpPolicyNetwork:
         if action_masks is not None and np.shape(action_masks) != (len(obs), self.n_actions):
             shape = np.shape(action_masks)
             raise SchedGymError(f"Expected action masks of shape ({len(obs)}, {self.n_actions}), got {shape}")
-        # float64 throughout, rounded to torch's float32 at the end. Against a float32 forward pass, its logits
-        # equal torch's bit for bit more often (51% vs 33%) and its actions disagreed with torch less often (0 vs
-        # 6 of 9.6M random inputs to fresh PPO models; a second run: 6 of 37M over all algos, all near-ties).
-        x = obs.astype(np.float32).astype(np.float64)  # SB3 casts observations to float32
-        for i, (weight, bias) in enumerate(self.layers):
-            x = x @ weight.T + bias
-            x = _ACTIVATIONS[self.activation](x) if i < len(self.layers) - 1 else x
-        logits = x.astype(np.float32)
+        logits = self.logits_batch(obs)
         if self.algo == "dqn":
             return np.argmax(logits, axis=1).astype(np.int64)  # ties: the first index, as torch.argmax
         # SB3's deterministic action is the argmax of Categorical(logits).probs, not of the logits: torch takes
@@ -158,18 +178,101 @@ class MlpPolicyNetwork:
         return np.argmax(e / e.sum(axis=1, keepdims=True), axis=1).astype(np.int64)
 
 
+def _dense(x: np.ndarray, layers: Layers, activation: str, *, last: bool) -> np.ndarray:
+    """``layers`` applied to the last axis of ``x``, ``activation`` after each (after the last too if ``last``)."""
+    for i, (weight, bias) in enumerate(layers):
+        x = x @ weight.T + bias
+        if last or i < len(layers) - 1:
+            x = _ACTIVATIONS[activation](x)
+    return x
+
+
+@dataclass(frozen=True, eq=False)
+class MlpPolicyNetwork(PolicyNetwork):
+    """The actor of a saved SB3 ``MlpPolicy``: ``layers`` are (weight (out, in), bias (out,)) pairs in float64,
+    and ``activation`` (a torch.nn class name) follows every layer but the last."""
+
+    layers: Layers
+    activation: str
+    algo: str
+
+    @property
+    def obs_dim(self) -> int:
+        return int(self.layers[0][0].shape[1])
+
+    @property
+    def n_actions(self) -> int:
+        return int(self.layers[-1][0].shape[0])
+
+    def _logits(self, x: np.ndarray) -> np.ndarray:
+        return _dense(x, self.layers, self.activation, last=False)
+
+
+@dataclass(frozen=True, eq=False)
+class RowScorerNetwork(PolicyNetwork):
+    """The actor of a saved row scorer (:class:`agents.row_policy.RowScorer`, ``schedgym train --policy rows``),
+    the same computation as its ``forward_actor``: every row ``i`` gets ``h_i = rows([head, row_i])`` and the
+    logit ``row_out(h_i)``, :data:`HUGE_NEG` for padding rows (``valid`` <= 0.5); "preempt nothing" gets
+    ``stop_out(stop([head, mean h, max h, valid rows / n_rows]))``, the mean and max over the valid rows
+    (0 when there are none). ``activation`` follows every layer of ``rows`` and ``stop``.
+
+    Its actions equalled SB3's in all of 290,000 comparisons on recorded environment observations (16 and 64 rows,
+    fresh and trained models), where most observations hold rows with identical features: their logits tie
+    exactly on both sides and the first wins. Rows that are nearly but not exactly identical are where the two
+    can differ: on random observations scaled by 1e-3, 0.25% of the actions did, each a pair of logits ~1e-8
+    apart whose order torch's float32 sgemm and this float64 pass round differently."""
+
+    rows: Layers
+    row_out: tuple[np.ndarray, np.ndarray]
+    stop: Layers
+    stop_out: tuple[np.ndarray, np.ndarray]
+    n_rows: int
+    activation: str
+    algo: str
+
+    @property
+    def obs_dim(self) -> int:
+        return N_HEAD + ROW_WIDTH * self.n_rows
+
+    @property
+    def n_actions(self) -> int:
+        return 1 + self.n_rows
+
+    def _logits(self, x: np.ndarray) -> np.ndarray:
+        return np.concatenate([self._chunk(x[i : i + _CHUNK]) for i in range(0, len(x), _CHUNK)] or [x[:, :1]])
+
+    def _chunk(self, x: np.ndarray) -> np.ndarray:
+        n, k = len(x), self.n_rows
+        head, rows = x[:, :N_HEAD], x[:, N_HEAD:].reshape(n, k, ROW_WIDTH)
+        valid = rows[..., 0] > 0.5  # as torch compares the float32 observation; float64 changes no comparison
+        h = _dense(np.concatenate([np.broadcast_to(head[:, None], (n, k, N_HEAD)), rows], axis=-1), self.rows,
+                   self.activation, last=True)  # fmt: skip
+        row_logits = np.where(valid, (h @ self.row_out[0].T + self.row_out[1])[..., 0], HUGE_NEG)
+        count = valid.sum(axis=1, keepdims=True).astype(np.float64)
+        mean = (h * valid[..., None]).sum(axis=1) / np.maximum(count, 1.0)
+        top = np.where(count > 0, np.where(valid[..., None], h, -np.inf).max(axis=1), 0.0)
+        pooled = np.concatenate([head, mean, top, count / k], axis=1)
+        stop = _dense(pooled, self.stop, self.activation, last=True) @ self.stop_out[0].T + self.stop_out[1]
+        return np.concatenate([stop, row_logits], axis=1)
+
+
 def _normalise(logits: np.ndarray) -> np.ndarray:
     """``logits - logsumexp(logits)`` in float32, the way torch.distributions.Categorical computes it."""
     top = logits.max(axis=1, keepdims=True)
     return logits - (np.log(np.exp(logits - top).sum(axis=1, keepdims=True)) + top)
 
 
-def load_policy_network(path: str | Path, algo: str) -> MlpPolicyNetwork:
+def load_policy_network(path: str | Path, algo: str, policy: str | None = None) -> PolicyNetwork:
     """Read the actor of the SB3 model at ``path`` (the ``.zip`` of ``model.save``), trained with ``algo``
-    (``"maskable_ppo"``, ``"ppo"`` or ``"dqn"``); SchedGymError if it is not a supported MLP model of it."""
+    (``"maskable_ppo"``, ``"ppo"`` or ``"dqn"``); SchedGymError if it is not a supported model of it.
+
+    ``policy`` (one of :data:`POLICIES`, as a run's ``.json`` records it) is checked against the parameter
+    names, which decide the architecture; None (older runs recorded none) checks nothing."""
     where = str(path)
     if algo not in _ALGOS:
         raise SchedGymError(f"Unknown algorithm {algo!r} for {where}; expected one of {sorted(_ALGOS)}")
+    if policy is not None and policy not in POLICIES:
+        raise SchedGymError(f"Unknown policy architecture {policy!r} for {where}; expected one of {list(POLICIES)}")
     try:
         with zipfile.ZipFile(path) as outer:
             missing = [name for name in ("data", "policy.pth") if name not in outer.namelist()]
@@ -185,9 +288,87 @@ def load_policy_network(path: str | Path, algo: str) -> MlpPolicyNetwork:
         raise SchedGymError(f"{where}: not a stable-baselines3 model (its data entry is not JSON)") from None
     if not isinstance(data, dict):
         raise SchedGymError(f"{where}: not a stable-baselines3 model (its data entry is not a JSON object)")
-    network = MlpPolicyNetwork(_actor_layers(state, algo, where), _activation(data, algo, where), algo)
+    found = "rows" if any(k.startswith(f"{_ROWS}actor_rows.") for k in state) else "mlp"
+    if policy is not None and policy != found:
+        raise SchedGymError(
+            f"{where}: its description says policy {policy!r}, but its parameters are those of {found!r}"
+        )
+    network: PolicyNetwork
+    if found == "rows":
+        network = _row_scorer(state, data, algo, where)
+    else:
+        network = MlpPolicyNetwork(_actor_layers(state, algo, where), _activation(data, algo, where), algo)
     _check_spaces(data, network, where)
     return network
+
+
+def _stack(state: dict[str, np.ndarray], prefix: str) -> list[str]:
+    """The names (``prefix`` + index + ``.``) of the Linear layers of an ``nn.Sequential`` of Linear and
+    activation modules, as SB3 builds them: Linear layers at even indices."""
+    names: list[str] = []
+    while f"{prefix}{2 * len(names)}.weight" in state:
+        names.append(f"{prefix}{2 * len(names)}.")
+    return names
+
+
+def _row_scorer(state: dict[str, np.ndarray], data: dict[str, Any], algo: str, where: str) -> RowScorerNetwork:
+    """The actor of a row scorer's state dict, checked: every parameter known, weights 2-D and biases 1-D, the
+    layers chained from the inputs (``[head, row]``; ``[head, mean, max, count]``) to one logit. The number
+    of rows comes from the saved observation space (or action space)."""
+    if algo == "dqn":
+        raise SchedGymError(f"{where}: a row scorer is an actor-critic policy (maskable_ppo or ppo), not dqn")
+    rows, stop = _stack(state, f"{_ROWS}actor_rows."), _stack(state, f"{_ROWS}actor_stop.")
+    row_out, stop_out = f"{_ROWS}row_out.", f"{_ROWS}stop_out."
+    expected = {name + p for name in (*rows, *stop, row_out, stop_out) for p in ("weight", "bias")}
+    odd = sorted(k for k in state if k not in expected and not k.startswith(_ROW_CRITIC))
+    odd = odd or sorted(expected - set(state))
+    n_rows = _saved_rows(data)
+
+    def problem() -> str:
+        if odd:
+            return f"it has parameters {odd[:3]}"
+        if not rows or not stop:
+            return "its row or stop network has no hidden layer"
+        if n_rows is None:
+            return "its saved spaces do not give the number of candidate rows"
+        shapes = {n: (state[n + "weight"].shape, state[n + "bias"].shape) for n in (*rows, *stop, row_out, stop_out)}
+        if any(len(w) != 2 or b != w[:1] for w, b in shapes.values()):
+            return "a weight is not a matrix or a bias does not match it"
+        width = shapes[rows[-1]][0][0]  # the row embedding that is pooled
+        for names, n_in in (([*rows, row_out], N_HEAD + ROW_WIDTH), ([*stop, stop_out], N_HEAD + 2 * width + 1)):
+            sizes = [n_in] + [shapes[n][0][0] for n in names]
+            if [shapes[n][0][1] for n in names] != sizes[:-1] or sizes[-1] != 1:
+                return "its layer shapes do not chain"
+        return ""
+
+    if text := problem():
+        raise SchedGymError(f"{where}: not a supported row-scorer model (agents/row_policy.py; {text})")
+
+    def layers(names: list[str]) -> Layers:
+        return tuple((state[n + "weight"].astype(np.float64), state[n + "bias"].astype(np.float64)) for n in names)
+
+    assert n_rows is not None
+    return RowScorerNetwork(
+        rows=layers(rows),
+        row_out=layers([row_out])[0],
+        stop=layers(stop),
+        stop_out=layers([stop_out])[0],
+        n_rows=n_rows,
+        activation=_activation(data, algo, where),
+        algo=algo,
+    )
+
+
+def _saved_rows(data: dict[str, Any]) -> int | None:
+    """The candidate rows of the saved observation space (``N_HEAD + ROW_WIDTH * rows`` features), else of
+    the action space (``1 + rows`` actions); None if neither says."""
+    obs, act = (data.get(key) for key in ("observation_space", "action_space"))
+    shape = obs.get("_shape") if isinstance(obs, dict) else None
+    if isinstance(shape, list) and len(shape) == 1 and isinstance(shape[0], int):
+        n_rows, rest = divmod(shape[0] - N_HEAD, ROW_WIDTH)
+        return n_rows if n_rows > 0 and rest == 0 else None
+    n = str(act.get("n")) if isinstance(act, dict) else ""
+    return int(n) - 1 if n.isdigit() and int(n) > 1 else None
 
 
 def _read_state_dict(raw: bytes, where: str) -> dict[str, np.ndarray]:
@@ -283,7 +464,7 @@ def _activation(data: dict[str, Any], algo: str, where: str) -> str:
     return name
 
 
-def _check_spaces(data: dict[str, Any], network: MlpPolicyNetwork, where: str) -> None:
+def _check_spaces(data: dict[str, Any], network: PolicyNetwork, where: str) -> None:
     """The spaces in SB3's data (their attributes are JSON beside the pickle): the network must read a 1-D Box
     (SB3 preprocesses other spaces: one-hot, dict) and choose among n discrete actions starting at 0."""
     obs, act = (
@@ -293,6 +474,6 @@ def _check_spaces(data: dict[str, Any], network: MlpPolicyNetwork, where: str) -
         act and (str(act.get("n")), str(act.get("start", 0))) != (str(network.n_actions), "0")
     ):
         raise SchedGymError(
-            f"{where}: not a supported MLP model (its spaces are {obs.get(':type:')} {obs.get('_shape')} and "
+            f"{where}: not a supported model (its spaces are {obs.get(':type:')} {obs.get('_shape')} and "
             f"{act.get(':type:')} {act.get('n')}, not Box ({network.obs_dim},) and Discrete({network.n_actions}))"
         )

@@ -171,7 +171,7 @@ def load_agent(path: str | Path, name: str | None = None) -> LearnedPolicy:
     if not meta_path.is_file():
         raise SchedGymError(f"No {meta_path.name} beside {given}: was it saved by 'schedgym train'?")
     algo, config = describe(meta_path)
-    network = load_policy_network(path, algo)
+    network = load_policy_network(path, algo, recorded_policy(meta_path))
     expected = observation_size(config.max_candidates)
     if network.obs_dim != expected or network.n_actions != config.max_candidates + 1:
         raise SchedGymError(
@@ -195,16 +195,7 @@ def describe(meta_path: Path) -> tuple[str, Any]:
     import schedgym  # noqa: F401  (registers the ids)
     from schedgym.envs import EnvConfig
 
-    try:
-        if meta_path.stat().st_size > MAX_META_BYTES:
-            raise SchedGymError(f"{meta_path}: more than {MAX_META_BYTES:,} bytes, not a schedgym agent description")
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:
-        raise SchedGymError(f"{meta_path}: not a schedgym agent description ({exc})") from None
-    if not isinstance(meta, dict):
-        raise SchedGymError(
-            f"{meta_path}: not a schedgym agent description (a JSON {type(meta).__name__}, not an object)"
-        )
+    meta = _read_meta(meta_path)
     algo, env_id, env_kwargs = meta.get("algo"), meta.get("env_id"), meta.get("env_kwargs", {})
     for key, value, kind in (("algo", algo, str), ("env_id", env_id, str), ("env_kwargs", env_kwargs, dict)):
         if not isinstance(value, kind):
@@ -222,6 +213,33 @@ def describe(meta_path: Path) -> tuple[str, Any]:
     except (SchedGymError, TypeError, ValueError) as exc:
         raise SchedGymError(f"{meta_path}: bad env_kwargs ({exc})") from None
     return algo, config
+
+
+def recorded_policy(meta_path: Path) -> str | None:
+    """The policy architecture (``"mlp"`` or ``"rows"``) a saved agent's ``.json`` records in its training
+    configuration; None for runs that recorded none (all were MLPs)."""
+    from agents.inference import POLICIES
+
+    train_config = _read_meta(meta_path).get("train_config")
+    policy = train_config.get("policy") if isinstance(train_config, dict) else None
+    if policy is not None and policy not in POLICIES:
+        raise SchedGymError(f"{meta_path}: unknown policy architecture {policy!r}; expected one of {list(POLICIES)}")
+    return policy
+
+
+def _read_meta(meta_path: Path) -> dict[str, Any]:
+    """A saved agent's ``.json`` as a dict, or a SchedGymError saying why it is not one."""
+    try:
+        if meta_path.stat().st_size > MAX_META_BYTES:
+            raise SchedGymError(f"{meta_path}: more than {MAX_META_BYTES:,} bytes, not a schedgym agent description")
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        raise SchedGymError(f"{meta_path}: not a schedgym agent description ({exc})") from None
+    if not isinstance(meta, dict):
+        raise SchedGymError(
+            f"{meta_path}: not a schedgym agent description (a JSON {type(meta).__name__}, not an object)"
+        )
+    return meta
 
 
 def sha256_of(path: Path) -> str:
@@ -268,5 +286,6 @@ __all__ = [
     "algo_class",
     "bundled_agent",
     "load_agent",
+    "recorded_policy",
     "verify_bundled",
 ]

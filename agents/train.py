@@ -55,6 +55,9 @@ class TrainConfig:
     """seed for random, numpy, torch, the model and the environments"""
     net_arch: tuple[int, ...] = (64, 64)
     """hidden layer sizes of the policy (and value) network"""
+    policy: str = "mlp"
+    """mlp (SB3's MLP over the flat observation), or rows (maskable_ppo and ppo: one small network scores every
+    candidate row alike, agents/row_policy.py; net_arch sizes each of its MLPs)"""
     learning_rate: float = 3e-4
     """initial learning rate"""
     lr_schedule: str = "constant"
@@ -113,6 +116,10 @@ class TrainConfig:
             raise ConfigError(f"Expected total_timesteps >= 0, got {steps!r}")
         if steps == 0 and self.imitate is None:
             raise ConfigError("Expected total_timesteps > 0 (0 is allowed only with --imitate: imitation alone)")
+        if self.policy not in ("mlp", "rows"):
+            raise ConfigError(f"Expected policy 'mlp' or 'rows', got {self.policy!r}")
+        if self.policy == "rows" and self.algo == "dqn":
+            raise ConfigError("policy 'rows' needs an actor-critic algorithm (maskable_ppo or ppo), not dqn")
         if self.imitate is not None:
             _check_policy("imitate", self.imitate)
             if self.algo == "dqn":
@@ -429,7 +436,12 @@ def _train(config: TrainConfig, run_dir: Path, maskable: bool) -> Path:
     }
     if config.algo in ("maskable_ppo", "ppo"):
         kwargs.update(n_steps=config.n_steps, ent_coef=config.ent_coef)
-    model = algo_class(config.algo)("MlpPolicy", venv, **kwargs)
+    policy: Any = "MlpPolicy"
+    if config.policy == "rows":
+        from agents.row_policy import POLICIES
+
+        policy = POLICIES[config.algo]
+    model = algo_class(config.algo)(policy, venv, **kwargs)
 
     # --- fixed validation workloads per training workload, and the reference rules' figures on them
     validation = {

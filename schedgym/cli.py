@@ -279,7 +279,8 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:
     from agents.train import TrainConfig
     from schedgym._fielddocs import field_docs
 
-    docs = field_docs(TrainConfig)
+    # argparse expands %-formats in help texts: a docstring's "i % n" must reach it as "%%".
+    docs = {name: text.replace("%", "%%") for name, text in field_docs(TrainConfig).items()}
     tr = sub.add_parser(
         "train",
         help="train a learned agent (stable-baselines3)",

@@ -536,3 +536,12 @@ def test_output_cut_short_by_the_reader_is_not_a_traceback():
     )
     assert proc.stdout.startswith("workload paper")
     assert "Traceback" not in proc.stderr
+
+
+def test_train_help_lists_every_option(capsys):
+    """argparse expands %-formats in help texts; a docstring with "i % n" (workloads) once broke --help."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "--policy POLICY" in out and "workloads[i % len(workloads)]" in out
