@@ -147,7 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--placement", choices=("best-fit", "first-fit"), default="best-fit")
     cmp.add_argument("--json", metavar="PATH", help="write the summary as JSON")
     cmp.add_argument("--csv", metavar="PATH", help="write means, 95%% CIs and paired differences as CSV")
-    cmp.add_argument("--plot", metavar="PATH", help="write slowdown CDFs and a p95 scatter (needs matplotlib)")
+    cmp.add_argument("--markdown", metavar="PATH", help="write the results table (means, CIs, verdicts) as Markdown")
+    cmp.add_argument(
+        "--plot", metavar="PATH", help="write slowdown tails and a TE p95 / BE p99 scatter (needs matplotlib)"
+    )
     cmp.add_argument("--log-dir", metavar="DIR", help="write jobs.csv and segments.csv per policy and seed")
     cmp.add_argument("--no-progress", action="store_true", help="never show a progress bar")
     _add_train_parser(sub)
@@ -365,7 +368,14 @@ def _train(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace) -> int:
     from schedgym.experiments.compare import CompareConfig, run_comparison
-    from schedgym.experiments.report import format_table, write_csv, write_json, write_logs, write_plot
+    from schedgym.experiments.report import (
+        format_table,
+        write_csv,
+        write_json,
+        write_logs,
+        write_markdown,
+        write_plot,
+    )
 
     policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
     config = CompareConfig(
@@ -385,12 +395,13 @@ def _compare(args: argparse.Namespace) -> int:
         ),
     )
     # Output paths are checked before minutes of simulation, not after.
-    for flag, path in (("--json", args.json), ("--csv", args.csv), ("--plot", args.plot)):
+    given = (("--json", args.json), ("--csv", args.csv), ("--markdown", args.markdown), ("--plot", args.plot))
+    for flag, path in given:
         if path is not None:
             check_output_path(flag, path)
-    outputs = [Path(p).resolve() for p in (args.json, args.csv, args.plot) if p is not None]
+    outputs = [Path(p).resolve() for _, p in given if p is not None]
     if len(set(outputs)) != len(outputs):
-        raise ConfigError("--json, --csv and --plot name the same file; give each its own")
+        raise ConfigError("--json, --csv, --markdown and --plot name the same file; give each its own")
     folders: dict[str, str] = {}
     if args.log_dir is not None:
         check_output_dir("--log-dir", args.log_dir)
@@ -410,7 +421,8 @@ def _compare(args: argparse.Namespace) -> int:
 
     result = run_comparison(config, progress=False if args.no_progress else None, on_run=on_run)
     print(format_table(result))
-    for path, write in ((args.json, write_json), (args.csv, write_csv), (args.plot, write_plot)):
+    writers = ((args.json, write_json), (args.csv, write_csv), (args.markdown, write_markdown), (args.plot, write_plot))
+    for path, write in writers:
         if path is not None:
             write(path, result)
             print(f"wrote {path}")

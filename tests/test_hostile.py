@@ -608,7 +608,7 @@ def full_disk(monkeypatch):
     monkeypatch.setattr(schedgym._atomic.os, "fdopen", fdopen)
 
 
-@pytest.mark.parametrize("flag", ["--json", "--csv"])
+@pytest.mark.parametrize("flag", ["--json", "--csv", "--markdown"])
 def test_full_disk_leaves_no_partial_report(tmp_path, capsys, full_disk, flag):
     out = tmp_path / "out.file"
     line = cli_error(
@@ -624,7 +624,7 @@ def test_full_disk_leaves_no_converted_trace(tmp_path, capsys, full_disk, alibab
     assert files_in(tmp_path) == ["nodes.csv", "pods.csv"]
 
 
-@pytest.mark.parametrize("flag", ["--log-dir", "--json", "--csv", "--plot"])
+@pytest.mark.parametrize("flag", ["--log-dir", "--json", "--csv", "--markdown", "--plot"])
 def test_empty_output_paths_are_refused(capsys, flag):
     line = cli_error(capsys, "compare", "--policies", "fifo", "--seeds", "1", "--jobs", "5", flag, "")
     assert flag in line

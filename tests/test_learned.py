@@ -362,3 +362,19 @@ def test_the_vector_environment_is_for_algorithms_that_read_masks():
     assert TrainConfig(algo="ppo").vec_env == "subproc"
     with pytest.raises(ConfigError, match="reads action masks"):
         TrainConfig(algo="ppo", vec_env="vector")
+
+
+def test_markdown_table_has_every_policy_and_the_verdicts(tmp_path):
+    from schedgym.cli import main
+
+    out = tmp_path / "t.md"
+    args = ["compare", "--policies", "fifo,fitgpp,k8s", "--seeds", "3", "--jobs", "300", "--no-progress"]
+    assert main([*args, "--markdown", str(out)]) == 0
+    lines = out.read_text().splitlines()
+    assert lines[0] == "| policy | TE p95 | BE p50 | BE p95 | BE p99 | preemptions | vs fitgpp | vs k8s |"
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]] for line in lines[2:]}
+    assert set(rows) == {"`fifo`", "`fitgpp`", "`k8s`"}
+    assert rows["`fifo`"][4] == "0.0"  # no preemptions
+    assert rows["`fitgpp`"][5] == "" and rows["`k8s`"][6] == ""  # no verdict against itself
+    verdicts = {"dominates", "dominated", "mixed", "equal"}
+    assert rows["`fifo`"][5] in verdicts and rows["`fitgpp`"][6] in verdicts

@@ -194,6 +194,39 @@ def write_csv(path: str, result: ComparisonResult) -> None:
         w.writerows(rows)
 
 
+def markdown_table(result: ComparisonResult) -> str:
+    """The results as a Markdown table: per policy, the mean and 95% CI over seeds of TE p95, BE p50, BE p95
+    and BE p99 and the mean preemptions, then the verdict of its paired differences to fitgpp and to k8s
+    (:func:`~schedgym.experiments.compare.dominance`) where those were run."""
+    summ = result.summary()["policies"]
+    refs = [r for r in ("fitgpp", "k8s") if r in summ and result.config.seeds > 1]
+    figures = [("TE p95", "te", "slowdown_p95"), ("BE p50", "be", "slowdown_p50"), ("BE p95", "be", "slowdown_p95"),
+               ("BE p99", "be", "slowdown_p99")]  # fmt: skip
+    head = ["policy", *(f for f, _, _ in figures), "preemptions", *(f"vs {r}" for r in refs)]
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    for name, e in summ.items():
+        cells = [f"`{_display(name)}`"]
+        for _, cls, f in figures:
+            digits = 3 if f != "slowdown_p99" else 2
+            mean, half = e[cls][f], e["ci95"][cls][f]
+            cells.append(
+                "-"
+                if math.isnan(mean)
+                else f"{mean:.{digits}f}" + ("" if math.isnan(half) else f" ± {half:.{digits}f}")
+            )
+        cells.append(f"{e['preemptions']:.1f}")
+        cells += ["" if r == name else dominance(e["paired"][r]) for r in refs]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_markdown(path: str, result: ComparisonResult) -> None:
+    """:func:`markdown_table` into ``path`` (written whole, then renamed into place)."""
+    text = markdown_table(result)
+    with atomic_open(path) as fh:
+        fh.write(text)
+
+
 # How the plot shows slowdowns. A slowdown is at least 1 and most jobs sit at 1 (they never waited), so a CDF
 # of slowdown spends its height on jobs that tell the policies apart not at all, and squeezes the differences
 # into the band 0.8-1.0 (on a log x axis starting at 1 it also squeezes TE's whole 1.0-1.3 range into a
