@@ -153,6 +153,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cmp.add_argument("--log-dir", metavar="DIR", help="write jobs.csv and segments.csv per policy and seed")
     cmp.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    cmp.add_argument(
+        "--executor",
+        choices=("serial", "process", "ray"),
+        default="serial",
+        help="where the runs execute: serial (this process, the default), process (a pool of --workers "
+        "processes) or ray (Ray tasks; pip install 'schedgym[ray]'); the results are the same",
+    )
+    cmp.add_argument(
+        "--workers",
+        type=_int_type(1, 4096),
+        default=None,
+        help="runs at once: processes for --executor process (default: the CPU count), concurrent Ray tasks for "
+        "--executor ray (default: the Ray cluster's CPUs)",
+    )
+    cmp.add_argument(
+        "--address",
+        default=None,
+        metavar="auto|HOST:PORT",
+        help="--executor ray only: the running Ray cluster to use ('auto': the one 'ray start --head' started on "
+        "this machine); default: start a local Ray for this comparison",
+    )
     _add_train_parser(sub)
     _add_trace_parser(sub)
     return parser
@@ -368,6 +389,7 @@ def _train(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace) -> int:
     from schedgym.experiments.compare import CompareConfig, run_comparison
+    from schedgym.experiments.executors import ExecutorConfig, import_ray
     from schedgym.experiments.report import (
         format_table,
         write_csv,
@@ -377,6 +399,9 @@ def _compare(args: argparse.Namespace) -> int:
         write_plot,
     )
 
+    executor = ExecutorConfig(kind=args.executor, workers=args.workers, address=args.address)
+    if executor.kind == "ray":
+        import_ray()  # not installed: say so now, before anything runs
     policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
     config = CompareConfig(
         policies=policies,
@@ -419,7 +444,9 @@ def _compare(args: argparse.Namespace) -> int:
         if log_dir is not None:
             write_logs(Path(log_dir) / folders[label] / f"seed{seed}", result)
 
-    result = run_comparison(config, progress=False if args.no_progress else None, on_run=on_run)
+    result = run_comparison(
+        config, executor=executor, progress=False if args.no_progress else None, on_run=on_run
+    )
     print(format_table(result))
     writers = ((args.json, write_json), (args.csv, write_csv), (args.markdown, write_markdown), (args.plot, write_plot))
     for path, write in writers:

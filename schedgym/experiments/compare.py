@@ -10,7 +10,6 @@ Statistics live in :mod:`schedgym.experiments.stats`, the table and files in
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, overload
@@ -18,8 +17,8 @@ from typing import Any, overload
 from schedgym import limits
 from schedgym.errors import ConfigError
 from schedgym.experiments import stats
-from schedgym.experiments.runner import evaluate_run
-from schedgym.registry import check_spec, make_policy
+from schedgym.experiments.executors import ExecutorConfig, RunOutcome, make_tasks, new_context, run_tasks
+from schedgym.registry import check_spec
 from schedgym.sim.cluster import ClusterSpec, resolve_cluster
 from schedgym.sim.metrics import RunResult
 from schedgym.sim.simulator import SimConfig
@@ -294,35 +293,43 @@ def load_workloads(config: CompareConfig, cluster: ClusterSpec) -> SeedWorkloads
 def run_comparison(
     config: CompareConfig,
     *,
+    executor: ExecutorConfig | str = "serial",
     progress: bool | None = None,
     on_run: Callable[[str, int, RunResult], None] | None = None,
 ) -> ComparisonResult:
-    """Run every policy on every seed's workload. ``progress``: None shows a bar on a terminal only.
-    ``on_run(label, seed, result)`` is called after each run (used to write per-run logs)."""
+    """Run every policy on every seed's workload. ``executor``: where the runs execute, an
+    :class:`~schedgym.experiments.executors.ExecutorConfig` or its kind (``"serial"``, ``"process"``,
+    ``"ray"``); it changes the time taken, never the results. ``progress``: None shows a bar (counting
+    finished runs) on a terminal only. ``on_run(label, seed, result)`` is called in this process after each
+    run (used to write per-run logs); with a parallel executor, in the order the runs finish."""
+    if isinstance(executor, str):
+        executor = ExecutorConfig(kind=executor)
     source = config.source
     cluster = resolve_cluster(config.cluster if config.cluster is not None else source.default_cluster)
     workloads = load_workloads(config, cluster)  # a trace file is read and checked now, before any policy is built
-    # Built once each (a learned agent's network is loaded once), reset before every run.
-    policies = {label: make_policy(spec) for label, spec in zip(config.labels, config.policies, strict=True)}
-    runs: dict[str, list[RunResult]] = {p: [] for p in policies}
-    wall = {p: 0.0 for p in policies}
-    bar = _progress_bar(len(config.seed_list) * len(policies), progress)
+    labels = config.labels
+    tasks = make_tasks(config.policies, labels, config.seed_list)
+    wall = {label: 0.0 for label in labels}
+    bar = _progress_bar(len(tasks), progress)
+
+    def finished(outcome: RunOutcome) -> None:
+        task = outcome.task
+        wall[task.label] += outcome.wall_time
+        if on_run is not None:
+            on_run(task.label, task.seed, outcome.result)
+        if bar is not None:
+            bar.set_postfix_str(f"seed {task.seed} {task.label}")
+            bar.update(1)
+
     try:
-        for seed, wl in zip(config.seed_list, workloads, strict=True):
-            for label, policy in policies.items():
-                if bar is not None:
-                    bar.set_postfix_str(f"seed {seed} {label}")
-                t0 = time.perf_counter()
-                result = evaluate_run(policy, cluster, wl, seed, config.sim)
-                wall[label] += time.perf_counter() - t0
-                runs[label].append(result)
-                if on_run is not None:
-                    on_run(label, seed, result)
-                if bar is not None:
-                    bar.update(1)
+        # Policies are built once per worker (a learned agent's network is loaded once), reset before every run.
+        outcomes = run_tasks(executor, new_context(config, cluster), tasks, finished, workloads)
     finally:
         if bar is not None:
             bar.close()
+    runs: dict[str, list[RunResult]] = {label: [] for label in labels}
+    for outcome in outcomes:  # seed-major, so each policy's list is in seed order
+        runs[outcome.task.label].append(outcome.result)
     name = workloads[0].name if source.kind == "file" else source.name
     if config.load is not None:
         name = f"{name} (load {config.load:g})"
@@ -347,5 +354,6 @@ __all__ = [
     "TOP_FIELDS",
     "CompareConfig",
     "ComparisonResult",
+    "ExecutorConfig",
     "run_comparison",
 ]

@@ -1,0 +1,423 @@
+"""Where the runs of a comparison execute: in this process, in a pool of processes, or on Ray.
+
+The unit of work is one run: one policy on one seed's workload (:class:`RunTask`). Every executor runs the
+same :class:`Worker` code, which builds each policy once per process (a learned agent's network is loaded
+once per worker, not per run), rebuilds a seed's workload from the comparison's configuration (the same
+workload for every policy, as in the serial loop) and calls :func:`~schedgym.experiments.runner.evaluate_run`.
+A run depends only on its policy, workload and seed, so every executor gives the same results, bit for bit;
+:func:`execute` hands them back as they finish and :func:`~schedgym.experiments.compare.run_comparison` puts
+them in the deterministic (seed, policy) order.
+
+- ``serial``: this process, one run after another (the default).
+- ``process``: a :class:`concurrent.futures.ProcessPoolExecutor` of ``workers`` processes (default
+  ``os.cpu_count()``), started with ``forkserver`` where there is one, else ``spawn``: workers import the
+  task functions from the installed package, never from ``__main__``, and inherit no threads.
+- ``ray``: Ray tasks (the ``ray`` extra), at most ``workers`` at once (default: the cluster's CPUs). Ray
+  reuses its worker processes, and each keeps its :class:`Worker` (hence its loaded agents) for the
+  comparison. ``address`` None starts a local Ray for the comparison and stops it after; ``"auto"`` or a
+  cluster address connects to a running cluster (``ray start --head``), where every node needs schedgym.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import multiprocessing
+import os
+import signal
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any
+
+from schedgym.errors import ConfigError, SchedGymError
+from schedgym.experiments.runner import evaluate_run
+from schedgym.registry import PolicyEntry, check_spec, make_policy, policy_entry, register_policy
+from schedgym.sim.cluster import ClusterSpec
+from schedgym.sim.metrics import RunResult
+from schedgym.sim.policy import Policy
+from schedgym.sim.simulator import ENV_VAR
+from schedgym.workloads.trace import Workload
+
+EXECUTORS = ("serial", "process", "ray")
+RAY_INSTALL_HINT = "pip install 'schedgym[ray]'"
+
+
+@dataclass(frozen=True)
+class ExecutorConfig:
+    """How the runs of a comparison execute. It never changes the results, only where and how fast."""
+
+    kind: str = "serial"
+    """``serial`` (this process), ``process`` (a process pool) or ``ray`` (Ray tasks)"""
+    workers: int | None = None
+    """runs at once (``process``: processes, default ``os.cpu_count()``; ``ray``: default the cluster's CPUs)"""
+    address: str | None = None
+    """``ray`` only: ``"auto"`` or a cluster address to connect to; None starts a local Ray"""
+
+    def __post_init__(self) -> None:
+        if self.kind not in EXECUTORS:
+            raise ConfigError(f"Expected executor in {list(EXECUTORS)}, got {self.kind!r}")
+        if self.workers is not None:
+            if not isinstance(self.workers, int) or isinstance(self.workers, bool) or self.workers < 1:
+                raise ConfigError(f"Expected workers > 0, got {self.workers!r}")
+            if self.kind == "serial":
+                raise ConfigError("--workers applies to --executor process or ray, not serial")
+        if self.address is not None:
+            if self.kind != "ray":
+                raise ConfigError(f"--address applies to --executor ray, not {self.kind}")
+            if not isinstance(self.address, str) or not self.address.strip():
+                raise ConfigError(f"Expected a Ray address ('auto' or HOST:PORT), got {self.address!r}")
+
+
+@dataclass(frozen=True)
+class RunTask:
+    """One run of a comparison: policy ``spec`` (shown as ``label``) on the workload of ``seed``, the
+    ``seed_index``-th seed. ``index`` is its place in the deterministic order (seed-major, then policy)."""
+
+    index: int
+    label: str
+    spec: str
+    seed_index: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What one run gives back: its result and how long it took (in the worker)."""
+
+    task: RunTask
+    result: RunResult
+    wall_time: float
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What every worker needs to know of a comparison, sent once per worker (or once to Ray's object store).
+    ``entries`` are the registry entries of the compared policies, so that a policy registered by the caller
+    (and absent from a freshly started worker's registry) resolves there too. ``token`` tells comparisons
+    apart in a worker process that outlives one."""
+
+    token: str
+    policies: tuple[str, ...]
+    config: Any  # CompareConfig (not imported: compare imports this module)
+    cluster: ClusterSpec
+    entries: tuple[PolicyEntry, ...]
+
+
+def make_tasks(specs: Sequence[str], labels: Sequence[str], seeds: Sequence[int]) -> list[RunTask]:
+    """Every (seed, policy) run, seed-major: the order of the serial loop and of the results."""
+    pairs = itertools.product(enumerate(seeds), zip(labels, specs, strict=True))
+    return [RunTask(i, label, spec, k, seed) for i, ((k, seed), (label, spec)) in enumerate(pairs)]
+
+
+class Worker:
+    """The state of one worker process for one comparison: each policy built once (on first use, or all at
+    once with :meth:`build_all`) and reset before every run; the workload of the last seed kept, since the
+    runs of one seed tend to follow each other."""
+
+    def __init__(self, context: RunContext, workloads: Sequence[Workload] | None = None):
+        from schedgym.experiments.compare import load_workloads
+
+        for entry in context.entries:
+            if _registered(entry.name) != entry:
+                register_policy(
+                    entry.name,
+                    entry.entry_point,
+                    kwargs=entry.kwargs,
+                    description=entry.description,
+                    learned=entry.learned,
+                )
+        self.context = context
+        self.workloads = workloads if workloads is not None else load_workloads(context.config, context.cluster)
+        self.policies: dict[str, Policy] = {}
+        self.n_builds = 0
+        """policies built by this worker (one per compared policy it ran)"""
+        self._last: tuple[int, Workload] | None = None
+
+    def policy(self, spec: str) -> Policy:
+        policy = self.policies.get(spec)
+        if policy is None:
+            policy = self.policies[spec] = make_policy(spec)
+            self.n_builds += 1
+        return policy
+
+    def build_all(self) -> None:
+        """Build every compared policy now (a bad model path fails before any simulation)."""
+        for spec in self.context.policies:
+            self.policy(spec)
+
+    def workload(self, seed_index: int) -> Workload:
+        if self._last is None or self._last[0] != seed_index:
+            self._last = (seed_index, self.workloads[seed_index])
+        return self._last[1]
+
+    def run(self, task: RunTask) -> RunOutcome:
+        policy = self.policy(task.spec)
+        workload = self.workload(task.seed_index)
+        t0 = time.perf_counter()
+        result = evaluate_run(policy, self.context.cluster, workload, task.seed, self.context.config.sim)
+        return RunOutcome(task, result, time.perf_counter() - t0)
+
+
+def _registered(name: str) -> PolicyEntry | None:
+    try:
+        return policy_entry(name)
+    except SchedGymError:
+        return None
+
+
+def policy_entries(specs: Sequence[str]) -> tuple[PolicyEntry, ...]:
+    """The registry entries the compared ``specs`` resolve through (none for ``NAME:PATH`` of an unregistered
+    name: a saved agent is loaded by path)."""
+    entries = []
+    for spec in specs:
+        entry = _registered(check_spec(spec))
+        if entry is not None and entry not in entries:
+            entries.append(entry)
+    return tuple(entries)
+
+
+# One Worker per process for the comparison being run (a Ray worker process may serve several in turn).
+_WORKER: Worker | None = None
+
+
+def worker_for(context: RunContext) -> Worker:
+    """This process's :class:`Worker` for ``context``, made at its first run."""
+    global _WORKER
+    if _WORKER is None or _WORKER.context.token != context.token:
+        _WORKER = Worker(context)
+    return _WORKER
+
+
+def run_task(context: RunContext, task: RunTask) -> RunOutcome:
+    """Run ``task`` in this process (the task function of the ``process`` and ``ray`` executors)."""
+    return worker_for(context).run(task)
+
+
+def _init_process_worker(context: RunContext) -> None:
+    # Ctrl-C reaches the whole process group: only the parent handles it (it cancels the pool), so the
+    # workers do not each print a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    worker_for(context)
+
+
+def _process_run(task: RunTask) -> RunOutcome:
+    assert _WORKER is not None, "the pool's initializer makes the worker"
+    return _WORKER.run(task)
+
+
+def execute(
+    executor: ExecutorConfig,
+    context: RunContext,
+    tasks: Sequence[RunTask],
+    workloads: Sequence[Workload] | None = None,
+) -> Iterator[RunOutcome]:
+    """Run ``tasks`` on ``executor``; yield each outcome as it finishes (in the tasks' order for ``serial``,
+    in completion order otherwise). The first run that fails raises here, and the rest are cancelled.
+    ``workloads``: the seeds' workloads if the caller has them (``serial`` uses them; workers build their own)."""
+    if executor.kind == "serial":
+        worker = Worker(context, workloads)
+        worker.build_all()
+        for task in tasks:
+            yield worker.run(task)
+    elif executor.kind == "process":
+        yield from _execute_process(executor.workers or os.cpu_count() or 1, context, tasks)
+    else:
+        yield from _execute_ray(executor, context, tasks)
+
+
+def _mp_context() -> multiprocessing.context.BaseContext:
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        ctx = multiprocessing.get_context("forkserver")
+        # The fork server imports schedgym once; each worker forked from it starts with it imported.
+        ctx.set_forkserver_preload([__name__])
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
+def _execute_process(workers: int, context: RunContext, tasks: Sequence[RunTask]) -> Iterator[RunOutcome]:
+    workers = min(workers, max(1, len(tasks)))
+    pool = ProcessPoolExecutor(
+        max_workers=workers, mp_context=_mp_context(), initializer=_init_process_worker, initargs=(context,)
+    )
+    try:
+        # At most two runs queued per worker: a failure stops the comparison soon, and results (a run's
+        # per-job arrays) do not pile up in the pipe.
+        queue = iter(tasks)
+        pending: set[Future[RunOutcome]] = set()
+
+        def refill() -> None:
+            for task in itertools.islice(queue, 2 * workers - len(pending)):
+                pending.add(pool.submit(_process_run, task))
+
+        refill()
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                pending.discard(future)
+                yield future.result()
+            refill()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or a :class:`ConfigError` saying how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(f"--executor ray needs Ray, which is not installed: {RAY_INSTALL_HINT}") from None
+    return ray
+
+
+def _execute_ray(executor: ExecutorConfig, context: RunContext, tasks: Sequence[RunTask]) -> Iterator[RunOutcome]:
+    ray = import_ray()
+    with _ray_session(ray, executor) as local:
+        remote_run = ray.remote(num_cpus=1, max_retries=0)(run_task)
+        options: dict[str, Any] = {}
+        if not local and os.environ.get(ENV_VAR):
+            # A running cluster's workers do not share this shell's environment: pass the engine choice on.
+            options["runtime_env"] = {"env_vars": {ENV_VAR: os.environ[ENV_VAR]}}
+        workers = executor.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        context_ref = ray.put(context)
+        queue = iter(tasks)
+        pending: dict[Any, RunTask] = {}
+
+        def refill() -> None:
+            for task in itertools.islice(queue, workers - len(pending)):
+                pending[remote_run.options(**options).remote(context_ref, task)] = task
+
+        try:
+            refill()
+            while pending:
+                done, _ = ray.wait(list(pending), num_returns=1)
+                for ref in done:
+                    pending.pop(ref)
+                    yield _ray_get(ray, ref)
+                refill()
+        finally:
+            for ref in pending:
+                ray.cancel(ref)
+
+
+def _ray_get(ray: Any, ref: Any) -> RunOutcome:
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayTaskError as exc:
+        # A user error in a worker (a missing model file) reads as it would in this process: one line.
+        cause = getattr(exc, "cause", None)
+        if isinstance(cause, SchedGymError):
+            raise cause from None
+        raise
+
+
+class _ray_session:  # noqa: N801  (used as a context manager, like a function)
+    """Connect to Ray for one comparison. With no address, start a local Ray with ``workers`` CPUs (default
+    all), no dashboard, usage statistics off unless set, and a token of its own for token authentication
+    (Ray 2.60 turns it on by default and would otherwise write ``~/.ray/auth_token``); stop it after. A Ray
+    already initialised in this process (``ray.init`` by the caller) is used as it is and left running."""
+
+    def __init__(self, ray: Any, executor: ExecutorConfig):
+        self.ray, self.executor = ray, executor
+        self.started = False
+        self._saved_env: dict[str, str | None] = {}
+
+    def __enter__(self) -> bool:
+        """True if this session started a local Ray (whose workers inherit this process's environment)."""
+        ray, executor = self.ray, self.executor
+        if ray.is_initialized():
+            return False
+        if executor.address is not None:
+            try:
+                ray.init(address=executor.address, logging_level="WARNING", log_to_driver=True)
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise ConfigError(f"--address {executor.address!r}: cannot connect to Ray ({message})") from None
+            self.started = True  # connected by us: disconnect after (the cluster keeps running)
+            return False
+        self._setenv("RAY_USAGE_STATS_ENABLED", "0")
+        if not (
+            os.environ.get("RAY_AUTH_TOKEN")
+            or os.environ.get("RAY_AUTH_TOKEN_PATH")
+            or os.environ.get("RAY_AUTH_MODE")
+        ):
+            import secrets
+
+            # Ray turns token authentication on (and warns that it did); its token then lives in this
+            # process's environment and its Ray's, not in a file under the home folder. RAY_AUTH_MODE is left
+            # unset: set after `import ray`, the driver would not send the token it asks for.
+            self._setenv("RAY_AUTH_TOKEN", secrets.token_hex(32))
+        quiet = logging.getLogger("ray._private.authentication.authentication_token_setup")
+        level = quiet.level
+        quiet.setLevel(logging.ERROR)
+        try:
+            ray.init(
+                address="local",
+                num_cpus=executor.workers or os.cpu_count() or 1,
+                include_dashboard=False,
+                logging_level="WARNING",
+            )
+        finally:
+            quiet.setLevel(level)
+        self.started = True
+        return True
+
+    def _setenv(self, name: str, value: str) -> None:
+        if name not in os.environ:
+            self._saved_env[name] = None
+            os.environ[name] = value
+
+    def __exit__(self, *exc: object) -> None:
+        if self.started:
+            self.ray.shutdown()
+        for name in self._saved_env:
+            os.environ.pop(name, None)
+
+
+def run_tasks(
+    executor: ExecutorConfig,
+    context: RunContext,
+    tasks: Sequence[RunTask],
+    on_outcome: Callable[[RunOutcome], None],
+    workloads: Sequence[Workload] | None = None,
+) -> list[RunOutcome]:
+    """Run every task, call ``on_outcome`` as each finishes (in this process), and return the outcomes in
+    the tasks' order."""
+    outcomes: list[RunOutcome | None] = [None] * len(tasks)
+    position = {task.index: i for i, task in enumerate(tasks)}
+    with contextlib.closing(execute(executor, context, tasks, workloads)) as finished:  # a failure stops the pool
+        for outcome in finished:
+            outcomes[position[outcome.task.index]] = outcome
+            on_outcome(outcome)
+    assert all(o is not None for o in outcomes), "every task gives one outcome"
+    return [o for o in outcomes if o is not None]
+
+
+def new_context(config: Any, cluster: ClusterSpec) -> RunContext:
+    """The :class:`RunContext` of the comparison ``config`` on ``cluster``."""
+    return RunContext(
+        token=uuid.uuid4().hex,
+        policies=tuple(config.policies),
+        config=config,
+        cluster=cluster,
+        entries=policy_entries(config.policies),
+    )
+
+
+__all__ = [
+    "EXECUTORS",
+    "ExecutorConfig",
+    "RunContext",
+    "RunOutcome",
+    "RunTask",
+    "Worker",
+    "execute",
+    "make_tasks",
+    "new_context",
+    "policy_entries",
+    "run_task",
+    "run_tasks",
+]
