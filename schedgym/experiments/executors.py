@@ -105,6 +105,9 @@ class RunContext:
     config: Any  # CompareConfig (not imported: compare imports this module)
     cluster: ClusterSpec
     entries: tuple[PolicyEntry, ...]
+    engine: str | None
+    """``$SCHEDGYM_ENGINE`` where the comparison was started, set in every worker: a fork server, a Ray
+    worker or a cluster node has an environment of its own"""
 
 
 def make_tasks(specs: Sequence[str], labels: Sequence[str], seeds: Sequence[int]) -> list[RunTask]:
@@ -130,6 +133,10 @@ class Worker:
                     description=entry.description,
                     learned=entry.learned,
                 )
+        if context.engine is None:
+            os.environ.pop(ENV_VAR, None)
+        else:
+            os.environ[ENV_VAR] = context.engine
         self.context = context
         self.workloads = workloads if workloads is not None else load_workloads(context.config, context.cluster)
         self.policies: dict[str, Policy] = {}
@@ -275,12 +282,8 @@ def import_ray() -> Any:
 
 def _execute_ray(executor: ExecutorConfig, context: RunContext, tasks: Sequence[RunTask]) -> Iterator[RunOutcome]:
     ray = import_ray()
-    with _ray_session(ray, executor) as local:
+    with _ray_session(ray, executor):
         remote_run = ray.remote(num_cpus=1, max_retries=0)(run_task)
-        options: dict[str, Any] = {}
-        if not local and os.environ.get(ENV_VAR):
-            # A running cluster's workers do not share this shell's environment: pass the engine choice on.
-            options["runtime_env"] = {"env_vars": {ENV_VAR: os.environ[ENV_VAR]}}
         workers = executor.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
         context_ref = ray.put(context)
         queue = iter(tasks)
@@ -288,7 +291,7 @@ def _execute_ray(executor: ExecutorConfig, context: RunContext, tasks: Sequence[
 
         def refill() -> None:
             for task in itertools.islice(queue, workers - len(pending)):
-                pending[remote_run.options(**options).remote(context_ref, task)] = task
+                pending[remote_run.remote(context_ref, task)] = task
 
         try:
             refill()
@@ -404,6 +407,7 @@ def new_context(config: Any, cluster: ClusterSpec) -> RunContext:
         config=config,
         cluster=cluster,
         entries=policy_entries(config.policies),
+        engine=os.environ.get(ENV_VAR),
     )
 
 
