@@ -444,9 +444,7 @@ def _compare(args: argparse.Namespace) -> int:
         if log_dir is not None:
             write_logs(Path(log_dir) / folders[label] / f"seed{seed}", result)
 
-    result = run_comparison(
-        config, executor=executor, progress=False if args.no_progress else None, on_run=on_run
-    )
+    result = run_comparison(config, executor=executor, progress=False if args.no_progress else None, on_run=on_run)
     print(format_table(result))
     writers = ((args.json, write_json), (args.csv, write_csv), (args.markdown, write_markdown), (args.plot, write_plot))
     for path, write in writers:

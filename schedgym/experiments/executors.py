@@ -28,7 +28,7 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
@@ -221,7 +221,7 @@ def execute(
     context: RunContext,
     tasks: Sequence[RunTask],
     workloads: Sequence[Workload] | None = None,
-) -> Iterator[RunOutcome]:
+) -> Generator[RunOutcome, None, None]:
     """Run ``tasks`` on ``executor``; yield each outcome as it finishes (in the tasks' order for ``serial``,
     in completion order otherwise). The first run that fails raises here, and the rest are cancelled.
     ``workloads``: the seeds' workloads if the caller has them (``serial`` uses them; workers build their own)."""
@@ -245,7 +245,7 @@ def _mp_context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("spawn")
 
 
-def _execute_process(workers: int, context: RunContext, tasks: Sequence[RunTask]) -> Iterator[RunOutcome]:
+def _execute_process(workers: int, context: RunContext, tasks: Sequence[RunTask]) -> Generator[RunOutcome, None, None]:
     workers = min(workers, max(1, len(tasks)))
     pool = ProcessPoolExecutor(
         max_workers=workers, mp_context=_mp_context(), initializer=_init_process_worker, initargs=(context,)
@@ -280,7 +280,9 @@ def import_ray() -> Any:
     return ray
 
 
-def _execute_ray(executor: ExecutorConfig, context: RunContext, tasks: Sequence[RunTask]) -> Iterator[RunOutcome]:
+def _execute_ray(
+    executor: ExecutorConfig, context: RunContext, tasks: Sequence[RunTask]
+) -> Generator[RunOutcome, None, None]:
     ray = import_ray()
     with _ray_session(ray, executor):
         remote_run = ray.remote(num_cpus=1, max_retries=0)(run_task)
@@ -343,9 +345,7 @@ class _ray_session:  # noqa: N801  (used as a context manager, like a function)
             return False
         self._setenv("RAY_USAGE_STATS_ENABLED", "0")
         if not (
-            os.environ.get("RAY_AUTH_TOKEN")
-            or os.environ.get("RAY_AUTH_TOKEN_PATH")
-            or os.environ.get("RAY_AUTH_MODE")
+            os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH") or os.environ.get("RAY_AUTH_MODE")
         ):
             import secrets
 

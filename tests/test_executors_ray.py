@@ -1,0 +1,108 @@
+"""``compare --executor ray`` (the ``ray`` extra): the serial results, in the serial order, each policy built
+once per Ray worker process. Skipped where Ray is not installed."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from counting import builds  # noqa: E402
+
+from schedgym import registry  # noqa: E402
+from schedgym.cli import main  # noqa: E402
+from schedgym.experiments.compare import CompareConfig, run_comparison  # noqa: E402
+
+TESTS = Path(__file__).resolve().parent
+SMALL_ARGS = ["--seeds", "3", "--jobs", "200", "--cluster", "small", "--no-progress"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    """One small local Ray for the module: 2 CPUs, no dashboard, no usage statistics, a token in the
+    environment (else Ray 2.60 writes ~/.ray/auth_token), tests/ on the workers' path (for ``counting``).
+    run_comparison finds it initialised, uses it and leaves it running."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RAY_USAGE_STATS_ENABLED", "0")
+        mp.setenv("RAY_AUTH_TOKEN", secrets.token_hex(32))
+        ray.init(
+            address="local",
+            num_cpus=2,
+            include_dashboard=False,
+            object_store_memory=100 * 1024 * 1024,
+            logging_level="ERROR",
+            runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}},
+        )
+        try:
+            yield
+        finally:
+            ray.shutdown()
+
+
+@pytest.fixture
+def counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    log = tmp_path / "builds.txt"
+    log.touch()
+    entry = registry.PolicyEntry("counted", "counting:counted", {"log": str(log)}, "test", True)
+    monkeypatch.setitem(registry._REGISTRY, "counted", entry)
+    return log
+
+
+def per_seed(result) -> dict[str, list[dict]]:
+    return {label: [r.summary() for r in runs] for label, runs in result.runs.items()}
+
+
+def test_ray_gives_the_serial_results_and_builds_each_policy_once_per_worker(counted):
+    config = CompareConfig(policies=("fifo", "fitgpp", "counted"), seeds=4, n_jobs=200, cluster="small")
+    serial = run_comparison(config, progress=False)
+    counted.write_text("")
+    distributed = run_comparison(config, executor="ray", progress=False)
+    assert per_seed(distributed) == per_seed(serial)
+    assert list(distributed.runs) == ["fifo", "fitgpp", "counted"]
+    per_process = builds(str(counted))
+    assert os.getpid() not in per_process and set(per_process.values()) == {1}, per_process
+
+
+def test_cli_ray_json_equals_serial_but_wall_times(tmp_path):
+    argv = ["compare", "--policies", "fifo,k8s,ppo", *SMALL_ARGS]
+    assert main([*argv, "--json", str(tmp_path / "serial.json")]) == 0
+    assert main([*argv, "--executor", "ray", "--json", str(tmp_path / "ray.json")]) == 0
+    files = []
+    for name in ("serial.json", "ray.json"):
+        data = json.loads((tmp_path / name).read_text())
+        for entry in data["policies"].values():
+            entry.pop("wall_time_s")
+        files.append(json.dumps(data))
+    assert files[0] == files[1]
+    assert ray.is_initialized()  # the caller's Ray is left running
+
+
+def test_a_missing_model_fails_in_one_line_under_ray(capsys, tmp_path):
+    argv = ["compare", "--policies", f"fifo,mine:{tmp_path / 'none.zip'}", "--executor", "ray", *SMALL_ARGS]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("schedgym: error: No model at") and err.count("\n") == 1, err
+
+
+@pytest.mark.slow
+def test_cli_starts_and_stops_its_own_ray_leaving_the_home_folder_empty(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env.update(HOME=str(home), RAY_USAGE_STATS_ENABLED="0")
+    done = subprocess.run(
+        [sys.executable, "-m", "schedgym.cli", "compare", "--policies", "fifo,fitgpp", "--executor", "ray",
+         "--workers", "2", *SMALL_ARGS],
+        capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""  # no Ray warnings (token authentication's included)
+    assert "fitgpp" in done.stdout
+    assert list(home.iterdir()) == []
