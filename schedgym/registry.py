@@ -131,3 +131,10 @@ register_policy(
     description="the bundled learned agent (MaskablePPO, evaluated in numpy)",
     learned=True,
 )
+register_policy(
+    "dagger",
+    "agents.learned:bundled_agent",
+    kwargs={"name": "dagger"},
+    description="a bundled row-scorer agent taught by lookahead (DAgger on paper, 64 rows), evaluated in numpy",
+    learned=True,
+)

@@ -257,14 +257,26 @@ def test_csv_and_plot_outputs(tmp_path):
 # ------------------------------------------------------------------------------------------ the bundled agent
 
 
-def test_bundled_agent_loads_by_name_and_is_small():
+@pytest.mark.parametrize("name", ["ppo", "dagger"])
+def test_bundled_agent_loads_by_name_and_is_small(name):
     from agents.learned import BUNDLED
 
-    agent = make_policy("ppo")
-    assert isinstance(agent, LearnedPolicy) and agent.maskable and agent.name == "ppo"
-    assert BUNDLED["ppo"].stat().st_size < 5 * 2**20
-    meta = json.loads(BUNDLED["ppo"].with_suffix(".json").read_text())
+    agent = make_policy(name)
+    assert isinstance(agent, LearnedPolicy) and agent.maskable and agent.name == name
+    assert BUNDLED[name].stat().st_size < 5 * 2**20
+    meta = json.loads(BUNDLED[name].with_suffix(".json").read_text())
     assert "schedgym train" in meta["train_command"]
+
+
+def test_the_bundled_dagger_agent_is_a_row_scorer_over_64_rows():
+    from agents.inference import RowScorerNetwork
+
+    agent = make_policy("dagger")
+    assert isinstance(agent.network, RowScorerNetwork) and agent.max_candidates == 64
+    cluster = cluster_preset("paper")
+    wl = generate(preset("paper", n_jobs=800), cluster, np.random.default_rng(3))
+    result = run_policy(agent, cluster, wl, rng=np.random.default_rng(0))
+    assert result.completion.size == 800 and result.n_preemptions > 0 and agent.n_illegal == 0
 
 
 def test_the_bundled_agent_runs_in_the_simulator_like_a_rule():
