@@ -33,7 +33,11 @@ from schedgym.errors import SchedGymError
 from schedgym.sim.policy import DECLINE, Policy, PreemptionPlan, PreemptionRequest, QueueDiscipline
 
 BUNDLED_DIR = Path(__file__).resolve().parent / "bundled"
-BUNDLED = {"ppo": BUNDLED_DIR / "ppo_paper.zip", "dagger": BUNDLED_DIR / "dagger_paper.zip"}
+BUNDLED = {
+    "ppo": BUNDLED_DIR / "ppo_paper.zip",
+    "dagger": BUNDLED_DIR / "dagger_paper.zip",
+    "dagger-realistic": BUNDLED_DIR / "dagger_realistic.zip",
+}
 # The bundled files' SHA-256 sums, checked before the bundled agent is loaded: a file changed after the
 # release (by accident or not) is refused. Replacing the bundled agent means updating these.
 BUNDLED_SHA256 = {
@@ -41,6 +45,8 @@ BUNDLED_SHA256 = {
     "ppo_paper.json": "f6acba447e32e5a94129fb70cca56fcce30d51194029f9d9c6797e7461b9b3b7",
     "dagger_paper.zip": "387a8ded763c63cdca05fc51bb35a6018e375dace0305d534b53ec62a0451efd",
     "dagger_paper.json": "2e6e51299694bc66244c335f38910104ad96722785fd4fb66de7501d052cb513",
+    "dagger_realistic.zip": "aa3cc8ae85baf63d15199d1b9f0478a9613a6143603939021610f6b45e753b69",
+    "dagger_realistic.json": "dd26009f36baa71d82db5cc7173508237dd9c0433a84a2e0f9276ab0ae4977a3",
 }
 MAX_META_BYTES = 1 << 20  # a saved agent's .json is a few kB
 

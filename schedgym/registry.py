@@ -138,3 +138,10 @@ register_policy(
     description="a bundled row-scorer agent taught by lookahead (DAgger on paper, 64 rows), evaluated in numpy",
     learned=True,
 )
+register_policy(
+    "dagger-realistic",
+    "agents.learned:bundled_agent",
+    kwargs={"name": "dagger-realistic"},
+    description="dagger's recipe on the realistic workload (preemption costs 7-60 s), evaluated in numpy",
+    learned=True,
+)

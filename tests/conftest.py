@@ -51,3 +51,16 @@ def one_node() -> ClusterSpec:
 def two_nodes() -> ClusterSpec:
     """Two identical nodes with 8 GPUs each."""
     return cluster(8, 8)
+
+
+@pytest.fixture
+def counted(tmp_path, monkeypatch):  # noqa: ANN001, ANN201
+    """A policy ``counted``: the bundled learned agent, each build recorded (with its process id) in the file
+    returned (tests/counting.py). Registered in this process only: workers learn of it from the comparison."""
+    from schedgym import registry
+
+    log = tmp_path / "builds.txt"
+    log.touch()
+    entry = registry.PolicyEntry("counted", "counting:counted", {"log": str(log)}, "test", True)
+    monkeypatch.setitem(registry._REGISTRY, "counted", entry)
+    return log

@@ -23,3 +23,8 @@ def builds(log: str) -> dict[int, int]:
         for line in fh:
             out[int(line)] = out.get(int(line), 0) + 1
     return out
+
+
+def per_seed(result) -> dict[str, list[dict]]:  # noqa: ANN001
+    """Every run's summary of a comparison, by policy label, in seed order."""
+    return {label: [r.summary() for r in runs] for label, runs in result.runs.items()}

@@ -240,3 +240,19 @@ TINY = dict(
     tensorboard=False,
     progress=False,
 )
+
+
+def acts_like_sb3(net, model, env, seeds) -> int:  # noqa: ANN001
+    """Play whole episodes of ``env`` (one per seed) with the numpy network ``net``, checking every action
+    against the SB3 ``model``'s deterministic ``predict`` with the same mask; return the steps played."""
+    steps = 0
+    for seed in seeds:
+        obs, _ = env.reset(seed=seed)
+        done = False
+        while not done:
+            mask = env.unwrapped.action_masks()
+            action = net.act(obs, mask)
+            assert action == model.predict(obs, action_masks=mask, deterministic=True)[0], (seed, steps)
+            obs, _, terminated, truncated, _ = env.step(action)
+            done, steps = terminated or truncated, steps + 1
+    return steps

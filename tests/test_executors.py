@@ -8,9 +8,8 @@ import os
 from pathlib import Path
 
 import pytest
-from counting import builds
+from counting import builds, per_seed
 
-from schedgym import registry
 from schedgym.cli import main
 from schedgym.errors import ConfigError
 from schedgym.experiments.compare import CompareConfig, run_comparison
@@ -18,21 +17,6 @@ from schedgym.experiments.executors import ExecutorConfig, make_tasks
 
 SMALL = dict(seeds=3, n_jobs=200, cluster="small")
 SMALL_ARGS = ["--seeds", "3", "--jobs", "200", "--cluster", "small", "--no-progress"]
-
-
-@pytest.fixture
-def counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A policy ``counted``: the bundled learned agent, each build recorded (with its process id) in the file
-    returned. Registered here only: workers learn of it from the comparison."""
-    log = tmp_path / "builds.txt"
-    log.touch()
-    entry = registry.PolicyEntry("counted", "counting:counted", {"log": str(log)}, "test", True)
-    monkeypatch.setitem(registry._REGISTRY, "counted", entry)
-    return log
-
-
-def per_seed(result) -> dict[str, list[dict]]:
-    return {label: [r.summary() for r in runs] for label, runs in result.runs.items()}
 
 
 def without_wall_time(path: Path) -> dict:

@@ -14,9 +14,8 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from counting import builds  # noqa: E402
+from counting import builds, per_seed  # noqa: E402
 
-from schedgym import registry  # noqa: E402
 from schedgym.cli import main  # noqa: E402
 from schedgym.experiments.compare import CompareConfig, run_comparison  # noqa: E402
 
@@ -44,19 +43,6 @@ def local_ray():
             yield
         finally:
             ray.shutdown()
-
-
-@pytest.fixture
-def counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    log = tmp_path / "builds.txt"
-    log.touch()
-    entry = registry.PolicyEntry("counted", "counting:counted", {"log": str(log)}, "test", True)
-    monkeypatch.setitem(registry._REGISTRY, "counted", entry)
-    return log
-
-
-def per_seed(result) -> dict[str, list[dict]]:
-    return {label: [r.summary() for r in runs] for label, runs in result.runs.items()}
 
 
 def test_ray_gives_the_serial_results_and_builds_each_policy_once_per_worker(counted):

@@ -17,6 +17,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
+from helpers import acts_like_sb3
 
 import agents.inference
 import schedgym  # noqa: F401  (registers the environment ids)
@@ -251,18 +252,7 @@ def test_bundled_model_acts_like_maskable_ppo_in_the_environment():
     sb3_contrib = pytest.importorskip("sb3_contrib")
     model = sb3_contrib.MaskablePPO.load(BUNDLED, device="cpu")
     net = load_policy_network(BUNDLED, "maskable_ppo")
-    env = gym.make("schedgym/Preemption-v1", n_jobs=300)
-    steps = 0
-    for seed in range(20):
-        obs, _ = env.reset(seed=seed)
-        done = False
-        while not done:
-            mask = env.unwrapped.action_masks()
-            action = net.act(obs, mask)
-            assert action == model.predict(obs, action_masks=mask, deterministic=True)[0], (seed, steps)
-            obs, _, terminated, truncated, _ = env.step(action)
-            done, steps = terminated or truncated, steps + 1
-    assert steps > 50
+    assert acts_like_sb3(net, model, gym.make("schedgym/Preemption-v1", n_jobs=300), seeds=range(20)) > 50
 
 
 FRESH = [

@@ -11,6 +11,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
+from helpers import TINY, acts_like_sb3
 
 pytest.importorskip("sb3_contrib")
 
@@ -32,19 +33,6 @@ from schedgym.sim import cluster_preset  # noqa: E402
 from schedgym.workloads import generate, preset  # noqa: E402
 
 K = 8  # candidate rows in the torch-only tests
-
-TINY = dict(
-    total_timesteps=128,
-    n_envs=1,
-    vec_env="dummy",
-    n_steps=64,
-    batch_size=32,
-    eval_freq=64,
-    n_eval_workloads=1,
-    env_kwargs={"n_jobs": 150},
-    tensorboard=False,
-    progress=False,
-)
 
 
 def _policy(cls: type = MaskableRowScorerPolicy, k: int = K, **kwargs) -> torch.nn.Module:
@@ -292,18 +280,7 @@ def test_a_row_scorer_run_records_its_policy_and_loads_in_numpy(trained):
 def test_a_row_scorer_decides_as_the_sb3_model_in_whole_episodes(trained):
     net = load_agent(trained / "model.zip").network
     model = MaskablePPO.load(trained / "model.zip", device="cpu")
-    env = gym.make("schedgym/Preemption-v1", n_jobs=1000)
-    steps = 0
-    for seed in range(5):
-        obs, _ = env.reset(seed=seed)
-        done = False
-        while not done:
-            mask = env.unwrapped.action_masks()
-            action = net.act(obs, mask)
-            assert action == model.predict(obs, action_masks=mask, deterministic=True)[0], (seed, steps)
-            obs, _, terminated, truncated, _ = env.step(action)
-            done, steps = terminated or truncated, steps + 1
-    assert steps > 50
+    assert acts_like_sb3(net, model, gym.make("schedgym/Preemption-v1", n_jobs=1000), seeds=range(5)) > 50
     # ... and inside the simulator, as schedgym compare runs it.
     sb3_agent = LearnedPolicy(SB3Network(model, maskable=True), max_candidates=16, estimate_noise=0.3)
     cluster = cluster_preset("paper")
