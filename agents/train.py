@@ -381,9 +381,12 @@ def _train(config: TrainConfig, run_dir: Path, maskable: bool) -> Path:
     # --- environments: environment i trains on workload i % len(workloads)
     kwargs_of = config.workload_kwargs()
 
+    def env_kwargs_of(i: int) -> dict[str, Any]:
+        return kwargs_of[i % len(kwargs_of)]
+
     def env_factory(i: int) -> Any:
         def make_env() -> gym.Env:
-            env = gym.make(config.env_id, **kwargs_of[i % len(kwargs_of)])
+            env = gym.make(config.env_id, **env_kwargs_of(i))
             if not maskable:
                 env = IllegalActionAsWait(env)  # explicit and counted in info
             return Monitor(env)
@@ -401,7 +404,7 @@ def _train(config: TrainConfig, run_dir: Path, maskable: bool) -> Path:
         # the episode statistics Monitor records for single environments.
         sub_kwargs = None
         if config.workloads:
-            sub_kwargs = [{"workload": config.workloads[i % len(config.workloads)]} for i in range(config.n_envs)]
+            sub_kwargs = [env_kwargs_of(i) for i in range(config.n_envs)]
         batched = gym.make_vec(
             config.env_id,
             num_envs=config.n_envs,
@@ -444,15 +447,13 @@ def _train(config: TrainConfig, run_dir: Path, maskable: bool) -> Path:
     model = algo_class(config.algo)(policy, venv, **kwargs)
 
     # --- fixed validation workloads per training workload, and the reference rules' figures on them
-    validation = {
-        name: validation_workloads(config.env_id, kw, config.n_eval_workloads)
-        for name, kw in zip(_workload_names(config), kwargs_of, strict=True)
-    }
+    named = dict(zip(_workload_names(config), kwargs_of, strict=True))  # workload name -> its env_kwargs
+    validation = {name: validation_workloads(config.env_id, kw, config.n_eval_workloads) for name, kw in named.items()}
     baselines = {
         name: {
             rule: run_figures(make_policy(rule), config.env_id, kw, validation[name]) for rule in config.eval_baselines
         }
-        for name, kw in zip(_workload_names(config), kwargs_of, strict=True)
+        for name, kw in named.items()
     }
 
     def evaluate_all(model_or_policy: Any) -> dict[str, Any]:
@@ -461,7 +462,7 @@ def _train(config: TrainConfig, run_dir: Path, maskable: bool) -> Path:
         differ in scale)."""
         per = {
             name: evaluate(model_or_policy, config.env_id, kw, validation[name], maskable, baselines[name])
-            for name, kw in zip(_workload_names(config), kwargs_of, strict=True)
+            for name, kw in named.items()
         }
         scores = []
         for name, stats in per.items():
@@ -576,6 +577,7 @@ def _imitate(config: TrainConfig, model: Any, maskable: bool, kwargs_of: list[di
 
     demos = Demonstrations()
     rounds: list[dict[str, Any]] = []
+    expert = make_policy(config.imitate)  # built once (a saved agent is loaded once), reset before every run
     rng = np.random.default_rng(np.random.SeedSequence([config.seed, 2]))  # apart from the environments' seeds
     configs = [env_config(config.env_id, kw) for kw in kwargs_of]
     clusters = [resolve_cluster(cfg.cluster_name) for cfg in configs]
@@ -591,13 +593,9 @@ def _imitate(config: TrainConfig, model: Any, maskable: bool, kwargs_of: list[di
         while len(demos) < target:
             cfg, cluster = configs[k % len(configs)], clusters[k % len(configs)]
             k += 1
-            source = cfg.source
-            if source.kind == "synthetic":
-                workload = source.draw(rng, cluster)
-            else:
-                workload = source.random_window(rng, split=cfg.split)
+            workload = cfg.source.episode(rng, cluster, split=cfg.split)
             recorder = ImitationRecorder(
-                make_policy(config.imitate),
+                expert,
                 demos,
                 max_candidates=cfg.max_candidates,
                 estimate_noise=cfg.estimate_noise,

@@ -364,12 +364,14 @@ class PreemptionEnv(gym.Env):
                 )
             if "window_start" in options:
                 return source.window_at(options["window_start"], split=self.config.split)
-            return source.random_window(self.np_random, split=self.config.split)
-        if "window_start" in options:
-            raise SchedGymError("options['window_start'] applies to traces; a synthetic workload takes 'workload_seed'")
-        if "workload_seed" in options:
-            return source.seeded(options["workload_seed"], self.cluster)
-        return source.draw(self.np_random, self.cluster)
+        else:
+            if "window_start" in options:
+                raise SchedGymError(
+                    "options['window_start'] applies to traces; a synthetic workload takes 'workload_seed'"
+                )
+            if "workload_seed" in options:
+                return source.seeded(options["workload_seed"], self.cluster)
+        return source.episode(self.np_random, self.cluster, split=self.config.split)
 
 
 class NativeDecision:

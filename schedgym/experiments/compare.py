@@ -31,6 +31,8 @@ TOP_FIELDS = ("preemptions", "requests", "gpu_utilization")  # requests: preempt
 PAIRED_REFERENCES = ("fitgpp", "k8s", "fifo")
 DOMINANCE_FIGURES = (("te", "slowdown_p95"), ("be", "slowdown_p50"), ("be", "slowdown_p95"), ("be", "slowdown_p99"))
 """the figures a policy must be no worse on, and better on one, to dominate another (issue 11's criterion)"""
+VERDICT_REFERENCES = ("fitgpp", "k8s")
+"""the preemptive rules every policy is judged against, each taken alone"""
 
 
 def dominance(paired: dict[str, Any]) -> str:

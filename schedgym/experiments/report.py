@@ -16,7 +16,15 @@ import numpy as np
 
 from schedgym._atomic import atomic_open
 from schedgym.errors import SchedGymError
-from schedgym.experiments.compare import CLASS_FIELDS, PAIRED_REFERENCES, TOP_FIELDS, ComparisonResult, dominance
+from schedgym.experiments.compare import (
+    CLASS_FIELDS,
+    DOMINANCE_FIGURES,
+    PAIRED_REFERENCES,
+    TOP_FIELDS,
+    VERDICT_REFERENCES,
+    ComparisonResult,
+    dominance,
+)
 from schedgym.sim.job import JobClass
 from schedgym.sim.metrics import RunResult
 
@@ -67,6 +75,10 @@ _TABLE_COLUMNS = (  # (header, class or None, field, width, decimals)
 )
 
 
+# The figures the verdict judges, as (column title, class, field): "TE p95", "BE p50", "BE p95", "BE p99".
+_VERDICT_COLUMNS = tuple((f"{cls.upper()} {f.removeprefix('slowdown_')}", cls, f) for cls, f in DOMINANCE_FIGURES)
+
+
 def format_table(result: ComparisonResult) -> str:
     """The on-screen table: means, ratios to FIFO (when run), paired differences to fitgpp and to k8s (when
     run) with the dominance verdict (:func:`~schedgym.experiments.compare.dominance`)."""
@@ -95,9 +107,8 @@ def format_table(result: ComparisonResult) -> str:
         for name, r in ((_display(n), r) for n, r in ratios.items()):
             cells = [r[f"{c}_{f}"] if c else r[f] for _, c, f, _, _ in _TABLE_COLUMNS]
             lines.append(_row(name, cells, [(w, 3) for _, _, _, w, _ in _TABLE_COLUMNS], width))
-    keys = [("TE p95", "te", "slowdown_p95"), ("BE p50", "be", "slowdown_p50"), ("BE p95", "be", "slowdown_p95"),
-            ("BE p99", "be", "slowdown_p99")]  # fmt: skip
-    for ref in ("fitgpp", "k8s"):  # the preemptive rules, each taken alone
+    keys = _VERDICT_COLUMNS
+    for ref in VERDICT_REFERENCES:
         if cfg.seeds < 2 or not any(ref in e["paired"] for e in summ.values()):
             continue
         lines += [
@@ -199,9 +210,8 @@ def markdown_table(result: ComparisonResult) -> str:
     and BE p99 and the mean preemptions, then the verdict of its paired differences to fitgpp and to k8s
     (:func:`~schedgym.experiments.compare.dominance`) where those were run."""
     summ = result.summary()["policies"]
-    refs = [r for r in ("fitgpp", "k8s") if r in summ and result.config.seeds > 1]
-    figures = [("TE p95", "te", "slowdown_p95"), ("BE p50", "be", "slowdown_p50"), ("BE p95", "be", "slowdown_p95"),
-               ("BE p99", "be", "slowdown_p99")]  # fmt: skip
+    refs = [r for r in VERDICT_REFERENCES if r in summ and result.config.seeds > 1]
+    figures = _VERDICT_COLUMNS
     head = ["policy", *(f for f, _, _ in figures), "preemptions", *(f"vs {r}" for r in refs)]
     lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
     for name, e in summ.items():

@@ -190,6 +190,13 @@ class WorkloadSource:
         base = self.name if self.kind == "file" else f"{self.workload}/{split}"
         return Workload.from_table(table, name=f"{base}[{start}:{start + n}]")
 
+    def episode(self, rng: np.random.Generator, cluster: ClusterSpec, split: str = "train") -> Workload:
+        """A training episode's workload from ``rng``: a fresh synthetic draw, or a random window of the
+        trace's ``split``."""
+        if self.kind == "synthetic":
+            return self.draw(rng, cluster)
+        return self.random_window(rng, split=split)
+
     def random_window(self, rng: np.random.Generator, split: str = "train") -> Workload:
         """A window of ``n_jobs`` consecutive jobs of the pool, from a start drawn from ``rng``."""
         size = len(self.pool(split))
