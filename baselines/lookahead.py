@@ -9,7 +9,8 @@ of simulating ahead.
 
 Options (in this order; identical plans, as sets of nodes and victims, are tried once, the first kept):
 
-1. wait: the empty plan (decline);
+1. wait: the empty plan (decline); with ``wait=False`` only when no other option exists (the policy then
+   serves every request it can, as the rules do);
 2. the plans of the ``plans`` rules (default ``fitgpp`` and ``k8s``), each asked on the request itself;
 3. with ``per_node`` (default), for a job of one node: on every node where preemption can make room, the
    fewest victims that do (ties: the shorter longest grace period, then the lower job indices; nodes with more
@@ -72,6 +73,8 @@ class Lookahead(Policy):
         preemption_cost: added to the score per preemption made in the playout (the environment's
             ``preemption_cost``).
         bounded: score bounded slowdown (``accrued_bounded``) instead of slowdown.
+        wait: waiting is an option; False: the policy waits only when nothing else can serve the request (a
+            learned agent can imitate it without guessing when to wait, which depends on a future it cannot see).
     """
 
     name = "lookahead"
@@ -89,6 +92,7 @@ class Lookahead(Policy):
         be_weight: float = 1.0,
         preemption_cost: float = 0.0,
         bounded: bool = False,
+        wait: bool = True,
     ) -> None:
         from schedgym.registry import make_policy  # the registry imports the baselines' modules lazily too
 
@@ -116,6 +120,7 @@ class Lookahead(Policy):
         self.be_weight = float(be_weight)
         self.preemption_cost = float(preemption_cost)
         self.bounded = bool(bounded)
+        self.wait = bool(wait)
         self.queue = self.base.queue
         self.last_options: list[tuple[PreemptionPlan, float]] = []
         """The options of the last request that had more than one, with their scores, in the order tried."""
@@ -139,12 +144,13 @@ class Lookahead(Policy):
         return (
             f"Lookahead(base={self.base!r}, plans={self.plans!r}, per_node={self.per_node}, horizon={self.horizon}, "
             f"max_decisions={self.max_decisions}, te_weight={self.te_weight}, be_weight={self.be_weight}, "
-            f"preemption_cost={self.preemption_cost}, bounded={self.bounded})"
+            f"preemption_cost={self.preemption_cost}, bounded={self.bounded}, wait={self.wait})"
         )
 
     # ------------------------------------------------------------------ options
     def options(self, request: PreemptionRequest) -> list[PreemptionPlan]:
-        """The distinct options of ``request``, in the order they are tried (wait first)."""
+        """The distinct options of ``request``, in the order they are tried (wait first; with ``wait=False``, wait
+        only if it is the only one)."""
         out = [DECLINE]
         seen: set[tuple[frozenset[int], frozenset[int]]] = {(frozenset(), frozenset())}
 
@@ -163,6 +169,8 @@ class Lookahead(Policy):
                 victims = fewest_victims(shortfall(avail[n], need), cands) if not covers(avail[n], need) else None
                 if victims is not None:
                     add(PreemptionPlan(nodes=(n,), victims=tuple(v.idx for v in victims)))
+        if not self.wait and len(out) > 1:
+            del out[0]
         return out
 
     # ------------------------------------------------------------------ deciding
@@ -175,7 +183,7 @@ class Lookahead(Policy):
             )
         options = self.options(request)
         if len(options) == 1:
-            return DECLINE  # nothing to compare
+            return options[0]  # nothing to compare: wait, or (wait=False) the one plan
         # One generator state for every playout of this request: the options differ only in themselves.
         seed = int(self._playout_rng.integers(2**63))
         end = None if self.horizon is None else request.now + self.horizon

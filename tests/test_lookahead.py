@@ -48,6 +48,21 @@ def test_lookahead_waits_when_a_node_frees_before_the_grace_period_would_end():
     assert scores[0] < min(scores[1:])
 
 
+def test_without_waiting_lookahead_serves_every_request_it_can():
+    # WAIT_WINS: waiting was best, but wait=False leaves only the preemptions; both make t wait out the grace
+    # period, and delaying "long" (10,000 s) by it costs far less slowdown than delaying "short" (20 s).
+    policy = Lookahead(horizon=None, wait=False)
+    view = run(WAIT_WINS, cluster(8, 8), policy)
+    assert view["t"].first_start == 310.0
+    assert view["long"].preemptions == 1 and view["short"].preemptions == 0
+    assert DECLINE not in [plan for plan, _ in policy.last_options]
+    # A request nothing can serve (no candidates) still waits.
+    sim = Simulator(cluster(8), [te("a", 0, 100, 8), te("b", 1, 100, 8)])
+    request = sim.advance()
+    assert Lookahead(wait=False).options(request) == [DECLINE]
+    assert Lookahead(wait=False).decide(request) == DECLINE
+
+
 def test_lookahead_preempts_when_waiting_costs_more():
     policy = make_policy("lookahead")
     view = run(PREEMPT_WINS, cluster(8), policy)
