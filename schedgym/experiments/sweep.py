@@ -597,7 +597,7 @@ def marginal(result: SweepResult, name: str, cls: str, figure: str) -> dict[str,
             with np.errstate(all="ignore"):
                 arr = np.array(per_setting, dtype=float)
                 counts = (~np.isnan(arr)).sum(axis=0)
-                per_seed = np.where(counts > 0, np.nansum(arr, axis=0) / np.maximum(counts, 1), np.nan)
+                per_seed = np.where(counts > 0, np.nansum(arr, axis=0) / np.maximum(counts, 1), np.nan).tolist()
             points.append((stats.mean(per_seed), stats.ci95(per_seed) if varies else float("nan")))
         out[label] = points
     return out
