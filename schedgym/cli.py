@@ -129,7 +129,7 @@ def _add_workload_options(cmd: argparse.ArgumentParser, policies: str) -> None:
         default=policies,
         help=f"comma-separated policies: {', '.join(policy_names())} (ppo is the bundled learned agent), or "
         f"NAME:PATH for an agent saved by 'schedgym train', shown as NAME (default: {policies}). "
-        "compare reads a saved model with a numpy reader that loads weights only and refuses any pickled object "
+        "schedgym reads a saved model with a numpy reader that loads weights only and refuses any pickled object "
         "but a tensor, so it runs no code from the file; but a .zip saved by stable-baselines3 is a pickle, which "
         "SB3's own load() (and torch) executes as code: load only model files you trust",
     )
@@ -204,7 +204,7 @@ def _add_sweep_parser(sub: argparse._SubParsersAction) -> None:
         "sweep",
         help="sweep simulator and workload settings x policies x seeds",
         description="Run every policy on the same seeds under every combination of the --set values (the "
-        "Cartesian product) and print, per setting and policy, TE p95, BE p50, BE p95 and BE p99 (means and 95%% "
+        "Cartesian product) and print, per setting and policy, TE p95, BE p50, BE p95 and BE p99 (means and 95% "
         "CIs over seeds) with the paired differences to fitgpp and k8s. The other options set what is not swept.",
         epilog=f"fields: simulator {', '.join(SIM_FIELDS)}; workload {', '.join(WORKLOAD_FIELDS)}; synthetic "
         f"preset {', '.join(SYNTHETIC_FIELDS)} (its tables from Python only). Example: schedgym sweep --set "

@@ -14,6 +14,7 @@ from counting import builds
 
 from schedgym.cli import main
 from schedgym.errors import ConfigError
+from schedgym.experiments import sweep
 from schedgym.experiments.compare import CompareConfig, run_comparison
 from schedgym.experiments.executors import ExecutorConfig, make_tasks
 from schedgym.experiments.sweep import (
@@ -255,6 +256,31 @@ def test_too_many_settings_are_refused_before_any_is_built():
 
 
 # ---------------------------------------------------------------------------------------------- executors
+class Bar:
+    """A stand-in for tqdm that records what the sweep tells it."""
+
+    def __init__(self, total: int):
+        self.total, self.n, self.closed = total, 0, False
+
+    def update(self, n: int) -> None:
+        self.n += n
+
+    def set_postfix_str(self, text: str) -> None:
+        self.last = text
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.mark.parametrize("kind", ["serial", "process"])
+def test_the_progress_bar_counts_finished_runs(kind, monkeypatch):
+    bars: list[Bar] = []
+    monkeypatch.setattr(sweep, "_progress_bar", lambda total, progress: bars.append(Bar(total)) or bars[-1])
+    config = SweepConfig(BASE, (("max_preemptions", (0, 1)), ("load", (0.9, 1.0, 1.1))))
+    run_sweep(config, executor=ExecutorConfig(kind, workers=2 if kind == "process" else None))
+    assert [(b.total, b.n, b.closed) for b in bars] == [(6 * 3 * 3, 6 * 3 * 3, True)]
+
+
 def test_process_gives_the_serial_results_and_builds_each_policy_once_per_worker(counted):
     config = SweepConfig(
         replace(BASE, policies=("fifo", "counted")), (("max_preemptions", (0, 1)), ("restart_overhead", (0.0, 30.0)))

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from counting import builds  # noqa: E402
 
 from schedgym.cli import main  # noqa: E402
 from schedgym.experiments.compare import CompareConfig  # noqa: E402
+from schedgym.experiments.executors import _forget_ray_token  # noqa: E402
 from schedgym.experiments.sweep import SweepConfig, run_sweep  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent
@@ -30,10 +33,13 @@ def local_ray(tmp_path_factory):
     """One small local Ray for the module: 2 CPUs, no dashboard, a 100 MB object store, no usage statistics,
     its temporary files under pytest's tmp folder (not /tmp/ray), a token in the environment (else Ray 2.60
     writes ~/.ray/auth_token), tests/ on the workers' path (for ``counting``). run_sweep finds it initialised,
-    uses it and leaves it running."""
+    uses it and leaves it running. Ray's driver keeps the first token it read in the process, and Ray sets
+    RAY_AUTH_MODE in it: both are undone after, so that another module's Ray starts afresh."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("RAY_USAGE_STATS_ENABLED", "0")
         mp.setenv("RAY_AUTH_TOKEN", secrets.token_hex(32))
+        mode = os.environ.get("RAY_AUTH_MODE")
+        _forget_ray_token()  # an earlier module's token
         ray.init(
             address="local",
             num_cpus=2,
@@ -47,6 +53,11 @@ def local_ray(tmp_path_factory):
             yield
         finally:
             ray.shutdown()
+            if mode is None:
+                os.environ.pop("RAY_AUTH_MODE", None)
+            else:
+                os.environ["RAY_AUTH_MODE"] = mode
+            _forget_ray_token()
 
 
 def without_wall_time(summary: dict) -> dict:
@@ -75,3 +86,41 @@ def test_cli_ray_json_equals_serial_but_wall_times(tmp_path):
     serial, distributed = (json.loads((tmp_path / f).read_text()) for f in ("serial.json", "ray.json"))
     assert without_wall_time(distributed) == without_wall_time(serial)
     assert ray.is_initialized()  # the caller's Ray is left running
+
+
+TWO_SWEEPS = """
+import json
+from schedgym.experiments.compare import CompareConfig
+from schedgym.experiments.sweep import SweepConfig, run_sweep
+
+def figures(result):
+    summary = result.summary()
+    for setting in summary["settings"]:
+        for entry in setting["policies"].values():
+            entry.pop("wall_time_s")
+    return json.dumps(summary)
+
+config = SweepConfig(CompareConfig(policies=("fifo", "fitgpp"), seeds=2, n_jobs=200, cluster="small"),
+                     (("max_preemptions", (0, 1)),))
+serial = figures(run_sweep(config, progress=False))
+for _ in range(2):  # each starts and stops a local Ray of its own
+    assert figures(run_sweep(config, executor="ray", progress=False)) == serial
+print("ok")
+"""
+
+
+@pytest.mark.slow
+def test_two_sweeps_in_one_process_each_start_their_own_ray_leaving_the_home_folder_empty(tmp_path, tmp_path_factory):
+    """Ray 2.60's driver keeps the first token it reads: a second local Ray with a new token refused it until
+    the executor kept one token per process and made the driver read it again."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    # Ray's session files in a short folder of pytest's: its socket paths must stay under 108 bytes.
+    env.update(HOME=str(home), RAY_USAGE_STATS_ENABLED="0", RAY_TMPDIR=str(tmp_path_factory.mktemp("r")))
+    done = subprocess.run(
+        [sys.executable, "-c", TWO_SWEEPS], capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "ok\n"
+    assert list(home.iterdir()) == []

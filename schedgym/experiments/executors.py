@@ -395,15 +395,17 @@ class _ray_session:  # noqa: N801  (used as a context manager, like a function)
             self.started = True  # connected by us: disconnect after (the cluster keeps running)
             return False
         self._setenv("RAY_USAGE_STATS_ENABLED", "0")
+        # Ray sets RAY_AUTH_MODE=token in this process when it starts a local cluster; put it back after, so
+        # that a second session in this process starts as the first did (with its token, not a file's).
+        self._saved_env.setdefault("RAY_AUTH_MODE", os.environ.get("RAY_AUTH_MODE"))
         if not (
             os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH") or os.environ.get("RAY_AUTH_MODE")
         ):
-            import secrets
-
             # Ray turns token authentication on (and warns that it did); its token then lives in this
             # process's environment and its Ray's, not in a file under the home folder. RAY_AUTH_MODE is left
             # unset: set after `import ray`, the driver would not send the token it asks for.
-            self._setenv("RAY_AUTH_TOKEN", secrets.token_hex(32))
+            self._setenv("RAY_AUTH_TOKEN", _local_token())
+        _forget_ray_token()  # the driver reads the token in force now, not one it read for an earlier Ray
         quiet = logging.getLogger("ray._private.authentication.authentication_token_setup")
         level = quiet.level
         quiet.setLevel(logging.ERROR)
@@ -421,14 +423,44 @@ class _ray_session:  # noqa: N801  (used as a context manager, like a function)
 
     def _setenv(self, name: str, value: str) -> None:
         if name not in os.environ:
-            self._saved_env[name] = None
+            self._saved_env.setdefault(name, None)
             os.environ[name] = value
 
     def __exit__(self, *exc: object) -> None:
         if self.started:
             self.ray.shutdown()
-        for name in self._saved_env:
-            os.environ.pop(name, None)
+        for name, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        if self._saved_env:
+            _forget_ray_token()
+
+
+_TOKEN: str | None = None
+
+
+def _local_token() -> str:
+    """The token of the local Rays this process starts: one per process, since Ray's driver reads its token
+    once and keeps it (:func:`_forget_ray_token` makes it read again, where Ray allows)."""
+    global _TOKEN
+    if _TOKEN is None:
+        import secrets
+
+        _TOKEN = secrets.token_hex(32)
+    return _TOKEN
+
+
+def _forget_ray_token() -> None:
+    """Make Ray's driver read its authentication token again (Ray 2.60 caches it in the process for good:
+    a second local Ray with another token would refuse the driver). Older Rays have no such cache."""
+    try:
+        from ray._raylet import AuthenticationTokenLoader  # type: ignore[import-not-found,attr-defined,unused-ignore]
+    except ImportError:
+        return
+    with contextlib.suppress(AttributeError):
+        AuthenticationTokenLoader.instance().reset_cache()
 
 
 def run_tasks(

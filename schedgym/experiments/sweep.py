@@ -458,6 +458,11 @@ def format_table(result: SweepResult) -> str:
         f"({seeds[0]}..{seeds[-1]}){_where(result)} "
         "(slowdown percentiles; means +- 95% CI over seeds)",
     ]
+    if len(seeds) > 1 and not all(entry["workloads_vary"] for entry in summary["settings"]):
+        lines.append(
+            "note: every seed replays the same trace, so intervals are reported only where a policy's own "
+            "randomness varies its figures"
+        )
     refs = summary["references"] if len(seeds) > 1 else []
     header = [*fields, "policy", *(t for _, _, t in FIGURES), "preempt", *(f"vs {r}" for r in refs)]
     rows = []
