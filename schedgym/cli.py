@@ -91,60 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run every policy on the same workloads and print slowdown, wait, preemptions and "
         "GPU utilisation per policy, with ratios to fifo.",
     )
-    src = cmp.add_mutually_exclusive_group()
-    src.add_argument(
-        "--workload",
-        default="paper",
-        help="synthetic preset (paper, realistic) or bundled trace (philly, alibaba2023); default: paper",
-    )
-    src.add_argument("--trace", metavar="PATH", help="trace CSV to replay instead of a synthetic workload")
-    cmp.add_argument(
-        "--cluster",
-        default=None,
-        metavar="NAME|PATH",
-        help="cluster preset (paper, small, large, philly), bundled cluster (alibaba2023, alibaba2023-contended) "
-        "or CSV (default: the workload's own; paper for synthetic workloads)",
-    )
-    cmp.add_argument(
-        "--policies",
-        default="fifo,priority,k8s,fitgpp,ppo",
-        help=f"comma-separated policies: {', '.join(policy_names())} (ppo is the bundled learned agent), or "
-        "NAME:PATH for an agent saved by 'schedgym train', shown as NAME (default: fifo,priority,k8s,fitgpp,ppo). "
-        "compare reads a saved model with a numpy reader that loads weights only and refuses any pickled object "
-        "but a tensor, so it runs no code from the file; but a .zip saved by stable-baselines3 is a pickle, which "
-        "SB3's own load() (and torch) executes as code: load only model files you trust",
-    )
-    cmp.add_argument(
-        "--seeds",
-        type=_int_type(1, limits.MAX_SEEDS, "MAX_SEEDS"),
-        default=0,
-        help="number of workloads/seeds (default: 20, or every test window of a bundled trace that has fewer; "
-        f"at most {limits.MAX_SEEDS:,})",
-    )
-    cmp.add_argument(
-        "--first-seed", type=_int_type(0, limits.MAX_SEED, "MAX_SEED"), default=0, help="first seed (default: 0)"
-    )
-    cmp.add_argument(
-        "--jobs",
-        type=_int_type(1, limits.MAX_JOBS, "MAX_JOBS"),
-        default=None,
-        help=f"jobs per synthetic workload (at most {limits.MAX_JOBS:,})",
-    )
-    cmp.add_argument(
-        "--load",
-        type=_load_type,
-        default=None,
-        help="offered GPU load of a synthetic workload: GPU-seconds submitted per second over the cluster's GPUs, "
-        "above 0 and below 10 (default: the preset's, 1.0)",
-    )
-    cmp.add_argument(
-        "--max-preemptions", type=_int_type(0, 1_000_000), default=1, help="cap P on preemptions per job (default: 1)"
-    )
-    cmp.add_argument(
-        "--restart-overhead", type=_nonneg_float, default=0.0, help="seconds charged on each restart (at most 1e10)"
-    )
-    cmp.add_argument("--no-backfill", action="store_true", help="strict head-of-line blocking")
-    cmp.add_argument("--placement", choices=("best-fit", "first-fit"), default="best-fit")
+    _add_workload_options(cmp, "fifo,priority,k8s,fitgpp,ppo")
+    _add_rule_options(cmp)
     cmp.add_argument("--json", metavar="PATH", help="write the summary as JSON")
     cmp.add_argument("--csv", metavar="PATH", help="write means, 95%% CIs and paired differences as CSV")
     cmp.add_argument("--markdown", metavar="PATH", help="write the results table (means, CIs, verdicts) as Markdown")
@@ -152,31 +100,173 @@ def build_parser() -> argparse.ArgumentParser:
         "--plot", metavar="PATH", help="write slowdown tails and a TE p95 / BE p99 scatter (needs matplotlib)"
     )
     cmp.add_argument("--log-dir", metavar="DIR", help="write jobs.csv and segments.csv per policy and seed")
-    cmp.add_argument("--no-progress", action="store_true", help="never show a progress bar")
-    cmp.add_argument(
+    _add_executor_options(cmp)
+    _add_sweep_parser(sub)
+    _add_train_parser(sub)
+    _add_trace_parser(sub)
+    return parser
+
+
+def _add_workload_options(cmd: argparse.ArgumentParser, policies: str) -> None:
+    """compare's and sweep's workloads and policies: --workload or --trace, --cluster, --policies (default
+    ``policies``), --seeds, --first-seed, --jobs, --load."""
+    src = cmd.add_mutually_exclusive_group()
+    src.add_argument(
+        "--workload",
+        default="paper",
+        help="synthetic preset (paper, realistic) or bundled trace (philly, alibaba2023); default: paper",
+    )
+    src.add_argument("--trace", metavar="PATH", help="trace CSV to replay instead of a synthetic workload")
+    cmd.add_argument(
+        "--cluster",
+        default=None,
+        metavar="NAME|PATH",
+        help="cluster preset (paper, small, large, philly), bundled cluster (alibaba2023, alibaba2023-contended) "
+        "or CSV (default: the workload's own; paper for synthetic workloads)",
+    )
+    cmd.add_argument(
+        "--policies",
+        default=policies,
+        help=f"comma-separated policies: {', '.join(policy_names())} (ppo is the bundled learned agent), or "
+        f"NAME:PATH for an agent saved by 'schedgym train', shown as NAME (default: {policies}). "
+        "schedgym reads a saved model with a numpy reader that loads weights only and refuses any pickled object "
+        "but a tensor, so it runs no code from the file; but a .zip saved by stable-baselines3 is a pickle, which "
+        "SB3's own load() (and torch) executes as code: load only model files you trust",
+    )
+    cmd.add_argument(
+        "--seeds",
+        type=_int_type(1, limits.MAX_SEEDS, "MAX_SEEDS"),
+        default=0,
+        help="number of workloads/seeds (default: 20, or every test window of a bundled trace that has fewer; "
+        f"at most {limits.MAX_SEEDS:,})",
+    )
+    cmd.add_argument(
+        "--first-seed", type=_int_type(0, limits.MAX_SEED, "MAX_SEED"), default=0, help="first seed (default: 0)"
+    )
+    cmd.add_argument(
+        "--jobs",
+        type=_int_type(1, limits.MAX_JOBS, "MAX_JOBS"),
+        default=None,
+        help=f"jobs per synthetic workload (at most {limits.MAX_JOBS:,})",
+    )
+    cmd.add_argument(
+        "--load",
+        type=_load_type,
+        default=None,
+        help="offered GPU load of a synthetic workload: GPU-seconds submitted per second over the cluster's GPUs, "
+        "above 0 and below 10 (default: the preset's, 1.0)",
+    )
+
+
+def _add_rule_options(cmd: argparse.ArgumentParser) -> None:
+    """The simulator's rules (SimConfig) as compare's and sweep's options."""
+    cmd.add_argument(
+        "--max-preemptions", type=_int_type(0, 1_000_000), default=1, help="cap P on preemptions per job (default: 1)"
+    )
+    cmd.add_argument(
+        "--restart-overhead", type=_nonneg_float, default=0.0, help="seconds charged on each restart (at most 1e10)"
+    )
+    cmd.add_argument("--no-backfill", action="store_true", help="strict head-of-line blocking")
+    cmd.add_argument("--placement", choices=("best-fit", "first-fit"), default="best-fit")
+
+
+def _add_executor_options(cmd: argparse.ArgumentParser) -> None:
+    """--no-progress, --executor, --workers, --address (compare's and sweep's)."""
+    cmd.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    cmd.add_argument(
         "--executor",
         choices=("serial", "process", "ray"),
         default="serial",
         help="where the runs execute: serial (this process, the default), process (a pool of --workers "
         "processes) or ray (Ray tasks; pip install 'schedgym[ray]'); the results are the same",
     )
-    cmp.add_argument(
+    cmd.add_argument(
         "--workers",
         type=_int_type(1, 4096),
         default=None,
         help="runs at once: processes for --executor process (default: the CPU count), concurrent Ray tasks for "
         "--executor ray (default: the Ray cluster's CPUs)",
     )
-    cmp.add_argument(
+    cmd.add_argument(
         "--address",
         default=None,
         metavar="auto|HOST:PORT",
         help="--executor ray only: the running Ray cluster to use ('auto': the one 'ray start --head' started on "
-        "this machine); default: start a local Ray for this comparison",
+        "this machine); default: start a local Ray for this run",
     )
-    _add_train_parser(sub)
-    _add_trace_parser(sub)
-    return parser
+
+
+def _add_sweep_parser(sub: argparse._SubParsersAction) -> None:
+    """``schedgym sweep``: compare's workload, policy, rule and executor options, and ``--set`` per swept field."""
+    from schedgym.experiments.sweep import DEFAULT_POLICIES, SIM_FIELDS, SYNTHETIC_FIELDS, WORKLOAD_FIELDS
+
+    sw = sub.add_parser(
+        "sweep",
+        help="sweep simulator and workload settings x policies x seeds",
+        description="Run every policy on the same seeds under every combination of the --set values (the "
+        "Cartesian product) and print, per setting and policy, TE p95, BE p50, BE p95 and BE p99 (means and 95% "
+        "CIs over seeds) with the paired differences to fitgpp and k8s. The other options set what is not swept.",
+        epilog=f"fields: simulator {', '.join(SIM_FIELDS)}; workload {', '.join(WORKLOAD_FIELDS)}; synthetic "
+        f"preset {', '.join(SYNTHETIC_FIELDS)} (its tables from Python only). Example: schedgym sweep --set "
+        "max_preemptions=1,2,4 --set load=0.9,1.0,1.1",
+    )
+    _add_workload_options(sw, ",".join(DEFAULT_POLICIES))
+    _add_rule_options(sw)
+    sw.add_argument(
+        "--set",
+        dest="grid",
+        action="append",
+        default=[],
+        metavar="FIELD=v1,v2,...",
+        help="a field to sweep and its values (repeat for more fields; every combination runs)",
+    )
+    sw.add_argument("--json", metavar="PATH", help="write every setting's summary (and per-seed figures) as JSON")
+    sw.add_argument("--csv", metavar="PATH", help="write one row per setting and policy: figures, CIs, differences")
+    sw.add_argument(
+        "--plot", metavar="PATH", help="write each figure against each swept field, a line per policy (matplotlib)"
+    )
+    _add_executor_options(sw)
+    # What the options that a --set may contradict are when not given (see _sweep).
+    sw.set_defaults(option_defaults={dest: sw.get_default(dest) for _, dest in _SWEPT_OPTIONS.values()})
+
+
+_SWEPT_OPTIONS = {  # a swept field: the option that sets it when it is not swept
+    "max_preemptions": ("--max-preemptions", "max_preemptions"),
+    "restart_overhead": ("--restart-overhead", "restart_overhead"),
+    "backfill": ("--no-backfill", "no_backfill"),
+    "placement": ("--placement", "placement"),
+    "load": ("--load", "load"),
+    "n_jobs": ("--jobs", "jobs"),
+    "cluster": ("--cluster", "cluster"),
+    "workload": ("--workload", "workload"),
+}
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from schedgym.experiments.sweep import SweepConfig, format_table, parse_set, run_sweep, write_csv, write_json
+    from schedgym.experiments.sweep import write_plot as write_sweep_plot
+
+    executor = _executor(args)
+    if not args.grid:
+        raise ConfigError("Expected at least one --set FIELD=v1,v2,... (the fields to sweep), got none")
+    grid = tuple(parse_set(text) for text in args.grid)
+    for name, _ in grid:
+        flag, dest = _SWEPT_OPTIONS.get(name, (None, None))
+        if dest is not None and getattr(args, dest) != args.option_defaults[dest]:
+            raise ConfigError(f"{flag} and --set {name}=... both set {name}; give one")
+        if name == "workload" and args.trace is not None:
+            raise ConfigError(f"--trace and --set {name}=... both set the workload; give one")
+    _check_outputs((("--json", args.json), ("--csv", args.csv), ("--plot", args.plot)))
+    if args.plot:
+        _check_plot(args.plot)
+    config = SweepConfig(_compare_config(args), grid)
+    result = run_sweep(config, executor=executor, progress=False if args.no_progress else None)
+    print(format_table(result))
+    for path, write in ((args.json, write_json), (args.csv, write_csv), (args.plot, write_sweep_plot)):
+        if path is not None:
+            write(path, result)
+            print(f"wrote {path}")
+    return 0
 
 
 def _add_trace_parser(sub: argparse._SubParsersAction) -> None:
@@ -387,23 +477,22 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _compare(args: argparse.Namespace) -> int:
-    from schedgym.experiments.compare import CompareConfig, run_comparison
+def _executor(args: argparse.Namespace):  # noqa: ANN202
+    """compare's and sweep's ExecutorConfig; Ray not installed is an error now, before anything runs."""
     from schedgym.experiments.executors import ExecutorConfig, import_ray
-    from schedgym.experiments.report import (
-        format_table,
-        write_csv,
-        write_json,
-        write_logs,
-        write_markdown,
-        write_plot,
-    )
 
     executor = ExecutorConfig(kind=args.executor, workers=args.workers, address=args.address)
     if executor.kind == "ray":
-        import_ray()  # not installed: say so now, before anything runs
+        import_ray()
+    return executor
+
+
+def _compare_config(args: argparse.Namespace):  # noqa: ANN202
+    """The CompareConfig of compare's (and sweep's) workload, policy and rule options."""
+    from schedgym.experiments.compare import CompareConfig
+
     policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
-    config = CompareConfig(
+    return CompareConfig(
         policies=policies,
         workload=None if args.trace else args.workload,
         trace=args.trace,
@@ -419,25 +508,49 @@ def _compare(args: argparse.Namespace) -> int:
             restart_overhead=args.restart_overhead,
         ),
     )
-    # Output paths are checked before minutes of simulation, not after.
-    given = (("--json", args.json), ("--csv", args.csv), ("--markdown", args.markdown), ("--plot", args.plot))
+
+
+def _check_outputs(given: Sequence[tuple[str, str | None]]) -> None:
+    """Each output path can be written, and no two name the same file."""
     for flag, path in given:
         if path is not None:
             check_output_path(flag, path)
     outputs = [Path(p).resolve() for _, p in given if p is not None]
     if len(set(outputs)) != len(outputs):
-        raise ConfigError("--json, --csv, --markdown and --plot name the same file; give each its own")
+        flags = [flag for flag, _ in given]
+        raise ConfigError(f"{', '.join(flags[:-1])} and {flags[-1]} name the same file; give each its own")
+
+
+def _check_plot(path: str) -> None:
+    if Path(path).suffix.lower() not in (".png", ".pdf", ".svg"):
+        raise ConfigError(f"--plot {path!r}: expected a .png, .pdf or .svg file name")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise ConfigError("--plot needs matplotlib: pip install 'schedgym[plot]'") from None
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from schedgym.experiments.compare import run_comparison
+    from schedgym.experiments.report import (
+        format_table,
+        write_csv,
+        write_json,
+        write_logs,
+        write_markdown,
+        write_plot,
+    )
+
+    executor = _executor(args)
+    config = _compare_config(args)
+    # Output paths are checked before minutes of simulation, not after.
+    _check_outputs((("--json", args.json), ("--csv", args.csv), ("--markdown", args.markdown), ("--plot", args.plot)))
     folders: dict[str, str] = {}
     if args.log_dir is not None:
         check_output_dir("--log-dir", args.log_dir)
         folders = log_folders(config.labels)
     if args.plot:
-        if Path(args.plot).suffix.lower() not in (".png", ".pdf", ".svg"):
-            raise ConfigError(f"--plot {args.plot!r}: expected a .png, .pdf or .svg file name")
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            raise ConfigError("--plot needs matplotlib: pip install 'schedgym[plot]'") from None
+        _check_plot(args.plot)
     log_dir = args.log_dir
 
     def on_run(label: str, seed: int, result) -> None:  # noqa: ANN001
@@ -488,6 +601,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "compare":
             return _compare(args)
+        if args.command == "sweep":
+            return _sweep(args)
         if args.command == "train":
             return _train(args)
         if args.command == "trace":

@@ -1,12 +1,14 @@
-"""Where the runs of a comparison execute: in this process, in a pool of processes, or on Ray.
+"""Where the runs of a comparison or a sweep execute: in this process, in a pool of processes, or on Ray.
 
-The unit of work is one run: one policy on one seed's workload (:class:`RunTask`). Every executor runs the
-same :class:`Worker` code, which builds each policy once per process (a learned agent's network is loaded
-once per worker, not per run), rebuilds a seed's workload from the comparison's configuration (the same
-workload for every policy, as in the serial loop) and calls :func:`~schedgym.experiments.runner.evaluate_run`.
-A run depends only on its policy, workload and seed, so every executor gives the same results, bit for bit;
-:func:`execute` hands them back as they finish and :func:`~schedgym.experiments.compare.run_comparison` puts
-them in the deterministic (seed, policy) order.
+The unit of work is one run: one policy on one seed's workload under one setting (:class:`RunTask`). A
+comparison has one setting; a sweep (:mod:`schedgym.experiments.sweep`) has one per combination of its
+swept values, each a comparison configuration of its own (workload, cluster, simulator rules). Every
+executor runs the same :class:`Worker` code, which builds each policy once per process (a learned agent's
+network is loaded once per worker, not per run or per setting), rebuilds a seed's workload from the
+setting's configuration (the same workload for every policy, as in the serial loop) and calls
+:func:`~schedgym.experiments.runner.evaluate_run`. A run depends only on its policy, setting, workload and
+seed, so every executor gives the same results, bit for bit; :func:`execute` hands them back as they finish
+and :func:`run_tasks` puts them in the deterministic (seed, setting, policy) order.
 
 - ``serial``: this process, one run after another (the default).
 - ``process``: a :class:`concurrent.futures.ProcessPoolExecutor` of ``workers`` processes (default
@@ -48,7 +50,7 @@ RAY_INSTALL_HINT = "pip install 'schedgym[ray]'"
 
 @dataclass(frozen=True)
 class ExecutorConfig:
-    """How the runs of a comparison execute. It never changes the results, only where and how fast."""
+    """How the runs of a comparison or a sweep execute. It never changes the results, only where and how fast."""
 
     kind: str = "serial"
     """``serial`` (this process), ``process`` (a process pool) or ``ray`` (Ray tasks)"""
@@ -74,14 +76,16 @@ class ExecutorConfig:
 
 @dataclass(frozen=True)
 class RunTask:
-    """One run of a comparison: policy ``spec`` (shown as ``label``) on the workload of ``seed``, the
-    ``seed_index``-th seed. ``index`` is its place in the deterministic order (seed-major, then policy)."""
+    """One run: policy ``spec`` (shown as ``label``) on the workload of ``seed``, the ``seed_index``-th seed,
+    under setting ``setting`` of the context (0 for a comparison). ``index`` is its place in the
+    deterministic order (seed-major, then setting, then policy)."""
 
     index: int
     label: str
     spec: str
     seed_index: int
     seed: int
+    setting: int = 0
 
 
 @dataclass(frozen=True)
@@ -94,36 +98,47 @@ class RunOutcome:
 
 
 @dataclass(frozen=True)
+class RunSetting:
+    """One setting of a grid: the comparison configuration its runs follow (workload, seeds, simulator
+    rules) and the cluster they run on."""
+
+    config: Any  # CompareConfig (not imported: compare imports this module)
+    cluster: ClusterSpec
+
+
+@dataclass(frozen=True)
 class RunContext:
-    """What every worker needs to know of a comparison, sent once per worker (or once to Ray's object store).
-    ``entries`` are the registry entries of the compared policies, so that a policy registered by the caller
-    (and absent from a freshly started worker's registry) resolves there too. ``token`` tells comparisons
-    apart in a worker process that outlives one."""
+    """What every worker needs to know of a comparison or sweep, sent once per worker (or once to Ray's
+    object store). ``entries`` are the registry entries of the compared policies, so that a policy
+    registered by the caller (and absent from a freshly started worker's registry) resolves there too.
+    ``token`` tells grids apart in a worker process that outlives one."""
 
     token: str
     policies: tuple[str, ...]
-    config: Any  # CompareConfig (not imported: compare imports this module)
-    cluster: ClusterSpec
+    settings: tuple[RunSetting, ...]
+    """a comparison's one setting, or a sweep's settings; :attr:`RunTask.setting` indexes them"""
     entries: tuple[PolicyEntry, ...]
     engine: str | None
-    """``$SCHEDGYM_ENGINE`` where the comparison was started, set in every worker: a fork server, a Ray
-    worker or a cluster node has an environment of its own"""
+    """``$SCHEDGYM_ENGINE`` where the grid was started, set in every worker: a fork server, a Ray worker or a
+    cluster node has an environment of its own"""
 
 
-def make_tasks(specs: Sequence[str], labels: Sequence[str], seeds: Sequence[int]) -> list[RunTask]:
-    """Every (seed, policy) run, seed-major: the order of the serial loop and of the results."""
-    pairs = itertools.product(enumerate(seeds), zip(labels, specs, strict=True))
-    return [RunTask(i, label, spec, k, seed) for i, ((k, seed), (label, spec)) in enumerate(pairs)]
+def make_tasks(specs: Sequence[str], labels: Sequence[str], seeds: Sequence[int], n_settings: int = 1) -> list[RunTask]:
+    """Every (seed, setting, policy) run, seed-major: the order of the serial loop and of the results. With
+    one setting (a comparison), the (seed, policy) runs. Seed-major, so that the runs sharing a seed's
+    workload (every policy's, and every setting's that changes only the simulator's rules) follow each other
+    and a worker builds that workload once."""
+    triples = itertools.product(enumerate(seeds), range(n_settings), zip(labels, specs, strict=True))
+    return [RunTask(i, label, spec, k, seed, setting) for i, ((k, seed), setting, (label, spec)) in enumerate(triples)]
 
 
 class Worker:
-    """The state of one worker process for one comparison: each policy built once (on first use, or all at
-    once with :meth:`build_all`) and reset before every run; the workload of the last seed kept, since the
-    runs of one seed tend to follow each other."""
+    """The state of one worker process for one grid: each policy built once (on first use, or all at once
+    with :meth:`build_all`) and reset before every run, whatever the setting; the workloads of the last seed
+    kept, since the runs of one seed tend to follow each other. ``workloads``: each setting's seeds'
+    workloads, if the caller has them (else each setting's are made when first needed)."""
 
-    def __init__(self, context: RunContext, workloads: Sequence[Workload] | None = None):
-        from schedgym.experiments.compare import load_workloads
-
+    def __init__(self, context: RunContext, workloads: Sequence[Sequence[Workload]] | None = None):
         for entry in context.entries:
             if _registered(entry.name) != entry:
                 register_policy(
@@ -138,11 +153,15 @@ class Worker:
         else:
             os.environ[ENV_VAR] = context.engine
         self.context = context
-        self.workloads = workloads if workloads is not None else load_workloads(context.config, context.cluster)
+        if workloads is not None and len(workloads) != len(context.settings):
+            raise ValueError(f"Expected the workloads of {len(context.settings)} settings, got {len(workloads)}")
+        self._workloads: dict[int, Sequence[Workload]] = dict(enumerate(workloads)) if workloads is not None else {}
         self.policies: dict[str, Policy] = {}
         self.n_builds = 0
         """policies built by this worker (one per compared policy it ran)"""
-        self._last: tuple[int, Workload] | None = None
+        self._seed_index: int | None = None
+        self._seed_workloads: dict[Any, Workload] = {}
+        self._keys: dict[int, Any] = {}
 
     def policy(self, spec: str) -> Policy:
         policy = self.policies.get(spec)
@@ -156,16 +175,46 @@ class Worker:
         for spec in self.context.policies:
             self.policy(spec)
 
-    def workload(self, seed_index: int) -> Workload:
-        if self._last is None or self._last[0] != seed_index:
-            self._last = (seed_index, self.workloads[seed_index])
-        return self._last[1]
+    def workloads(self, setting: int) -> Sequence[Workload]:
+        """The seeds' workloads of ``setting`` (each built when it is asked for)."""
+        found = self._workloads.get(setting)
+        if found is None:
+            from schedgym.experiments.compare import load_workloads
+
+            s = self.context.settings[setting]
+            found = self._workloads[setting] = load_workloads(s.config, s.cluster)
+        return found
+
+    def workload(self, seed_index: int, setting: int = 0) -> Workload:
+        """The workload of the ``seed_index``-th seed under ``setting``. Those of the current seed are kept,
+        one per workload source and cluster: settings that change only the simulator's rules share one."""
+        if self._seed_index != seed_index:
+            self._seed_index, self._seed_workloads = seed_index, {}
+        key = self._workload_key(setting)
+        found = self._seed_workloads.get(key)
+        if found is None:
+            found = self._seed_workloads[key] = self.workloads(setting)[seed_index]
+        return found
+
+    def _workload_key(self, setting: int) -> Any:
+        """Equal for two settings with the same workload source and cluster (their workloads are equal)."""
+        key = self._keys.get(setting)
+        if key is None:
+            s = self.context.settings[setting]
+            key = (s.config.source, s.cluster)
+            try:
+                hash(key)
+            except TypeError:  # a source holding an unhashable value: this setting shares with no other
+                key = ("setting", setting)
+            self._keys[setting] = key
+        return key
 
     def run(self, task: RunTask) -> RunOutcome:
         policy = self.policy(task.spec)
-        workload = self.workload(task.seed_index)
+        workload = self.workload(task.seed_index, task.setting)
+        s = self.context.settings[task.setting]
         t0 = time.perf_counter()
-        result = evaluate_run(policy, self.context.cluster, workload, task.seed, self.context.config.sim)
+        result = evaluate_run(policy, s.cluster, workload, task.seed, s.config.sim)
         return RunOutcome(task, result, time.perf_counter() - t0)
 
 
@@ -187,7 +236,7 @@ def policy_entries(specs: Sequence[str]) -> tuple[PolicyEntry, ...]:
     return tuple(entries)
 
 
-# One Worker per process for the comparison being run (a Ray worker process may serve several in turn).
+# One Worker per process for the grid being run (a Ray worker process may serve several in turn).
 _WORKER: Worker | None = None
 
 
@@ -224,9 +273,10 @@ def execute(
 ) -> Generator[RunOutcome, None, None]:
     """Run ``tasks`` on ``executor``; yield each outcome as it finishes (in the tasks' order for ``serial``,
     in completion order otherwise). The first run that fails raises here, and the rest are cancelled.
-    ``workloads``: the seeds' workloads if the caller has them (``serial`` uses them; workers build their own)."""
+    ``workloads``: for a context of one setting (a comparison), its seeds' workloads if the caller has them
+    (``serial`` uses them; workers build their own)."""
     if executor.kind == "serial":
-        worker = Worker(context, workloads)
+        worker = Worker(context, None if workloads is None else [workloads])
         worker.build_all()
         for task in tasks:
             yield worker.run(task)
@@ -320,10 +370,11 @@ def _ray_get(ray: Any, ref: Any) -> RunOutcome:
 
 
 class _ray_session:  # noqa: N801  (used as a context manager, like a function)
-    """Connect to Ray for one comparison. With no address, start a local Ray with ``workers`` CPUs (default
-    all), no dashboard, usage statistics off unless set, and a token of its own for token authentication
-    (Ray 2.60 turns it on by default and would otherwise write ``~/.ray/auth_token``); stop it after. A Ray
-    already initialised in this process (``ray.init`` by the caller) is used as it is and left running."""
+    """Connect to Ray for one comparison or sweep. With no address, start a local Ray with ``workers`` CPUs
+    (default all), no dashboard, usage statistics off unless set, and a token of its own for token
+    authentication (Ray 2.60 turns it on by default and would otherwise write ``~/.ray/auth_token``); stop it
+    after. A Ray already initialised in this process (``ray.init`` by the caller) is used as it is and left
+    running."""
 
     def __init__(self, ray: Any, executor: ExecutorConfig):
         self.ray, self.executor = ray, executor
@@ -344,15 +395,17 @@ class _ray_session:  # noqa: N801  (used as a context manager, like a function)
             self.started = True  # connected by us: disconnect after (the cluster keeps running)
             return False
         self._setenv("RAY_USAGE_STATS_ENABLED", "0")
+        # Ray sets RAY_AUTH_MODE=token in this process when it starts a local cluster; put it back after, so
+        # that a second session in this process starts as the first did (with its token, not a file's).
+        self._saved_env.setdefault("RAY_AUTH_MODE", os.environ.get("RAY_AUTH_MODE"))
         if not (
             os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH") or os.environ.get("RAY_AUTH_MODE")
         ):
-            import secrets
-
             # Ray turns token authentication on (and warns that it did); its token then lives in this
             # process's environment and its Ray's, not in a file under the home folder. RAY_AUTH_MODE is left
             # unset: set after `import ray`, the driver would not send the token it asks for.
-            self._setenv("RAY_AUTH_TOKEN", secrets.token_hex(32))
+            self._setenv("RAY_AUTH_TOKEN", _local_token())
+        _forget_ray_token()  # the driver reads the token in force now, not one it read for an earlier Ray
         quiet = logging.getLogger("ray._private.authentication.authentication_token_setup")
         level = quiet.level
         quiet.setLevel(logging.ERROR)
@@ -370,14 +423,44 @@ class _ray_session:  # noqa: N801  (used as a context manager, like a function)
 
     def _setenv(self, name: str, value: str) -> None:
         if name not in os.environ:
-            self._saved_env[name] = None
+            self._saved_env.setdefault(name, None)
             os.environ[name] = value
 
     def __exit__(self, *exc: object) -> None:
         if self.started:
             self.ray.shutdown()
-        for name in self._saved_env:
-            os.environ.pop(name, None)
+        for name, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        if self._saved_env:
+            _forget_ray_token()
+
+
+_TOKEN: str | None = None
+
+
+def _local_token() -> str:
+    """The token of the local Rays this process starts: one per process, since Ray's driver reads its token
+    once and keeps it (:func:`_forget_ray_token` makes it read again, where Ray allows)."""
+    global _TOKEN
+    if _TOKEN is None:
+        import secrets
+
+        _TOKEN = secrets.token_hex(32)
+    return _TOKEN
+
+
+def _forget_ray_token() -> None:
+    """Make Ray's driver read its authentication token again (Ray 2.60 caches it in the process for good:
+    a second local Ray with another token would refuse the driver). Older Rays have no such cache."""
+    try:
+        from ray._raylet import AuthenticationTokenLoader  # type: ignore[import-not-found,attr-defined,unused-ignore]
+    except ImportError:
+        return
+    with contextlib.suppress(AttributeError):
+        AuthenticationTokenLoader.instance().reset_cache()
 
 
 def run_tasks(
@@ -388,7 +471,7 @@ def run_tasks(
     workloads: Sequence[Workload] | None = None,
 ) -> list[RunOutcome]:
     """Run every task, call ``on_outcome`` as each finishes (in this process), and return the outcomes in
-    the tasks' order."""
+    the tasks' order. ``workloads``: as for :func:`execute`."""
     outcomes: list[RunOutcome | None] = [None] * len(tasks)
     position = {task.index: i for i, task in enumerate(tasks)}
     with contextlib.closing(execute(executor, context, tasks, workloads)) as finished:  # a failure stops the pool
@@ -400,13 +483,19 @@ def run_tasks(
 
 
 def new_context(config: Any, cluster: ClusterSpec) -> RunContext:
-    """The :class:`RunContext` of the comparison ``config`` on ``cluster``."""
+    """The :class:`RunContext` of the comparison ``config`` on ``cluster`` (one setting)."""
+    return grid_context(config.policies, [RunSetting(config, cluster)])
+
+
+def grid_context(policies: Sequence[str], settings: Sequence[RunSetting]) -> RunContext:
+    """The :class:`RunContext` of ``policies`` run under each of ``settings`` (a sweep)."""
+    if not settings:
+        raise ConfigError("Expected at least one setting, got none")
     return RunContext(
         token=uuid.uuid4().hex,
-        policies=tuple(config.policies),
-        config=config,
-        cluster=cluster,
-        entries=policy_entries(config.policies),
+        policies=tuple(policies),
+        settings=tuple(settings),
+        entries=policy_entries(policies),
         engine=os.environ.get(ENV_VAR),
     )
 
@@ -416,9 +505,11 @@ __all__ = [
     "ExecutorConfig",
     "RunContext",
     "RunOutcome",
+    "RunSetting",
     "RunTask",
     "Worker",
     "execute",
+    "grid_context",
     "make_tasks",
     "new_context",
     "policy_entries",

@@ -1,0 +1,774 @@
+"""Sweep simulator and workload settings: every combination of the swept values x policies x seeds.
+
+A sweep is a grid of comparisons. Each *setting* (one value of every swept field) is a comparison of its
+own (:class:`~schedgym.experiments.compare.CompareConfig`: the same policies, the same seeds), and each
+setting's figures, confidence intervals and paired differences are those
+:class:`~schedgym.experiments.compare.ComparisonResult` computes. What can be swept (:func:`sweepable`):
+
+- the simulator's rules, fields of :class:`~schedgym.sim.simulator.SimConfig` (``max_preemptions``,
+  ``restart_overhead``, ``backfill``, ``placement``; not ``queue``, which is each policy's own, nor
+  ``engine``, which changes no result);
+- the workload as ``schedgym compare`` chooses it: ``workload``, ``cluster``, ``n_jobs`` (``--jobs``) and
+  ``load``;
+- any scalar field of the synthetic workload's preset (:class:`~schedgym.workloads.synthetic.SyntheticConfig`:
+  ``te_fraction``, ``be_duration_median``, ``grace_median``, ...). Its table fields (``te_gpus``,
+  ``grace_median_by_gpus``, ...) take Python values only (:class:`SweepConfig`), not command-line text.
+
+The runs, one per (seed, setting, policy), go to any executor
+(:mod:`~schedgym.experiments.executors`): a worker builds each policy once and keeps it for every setting.
+Of each run the sweep keeps its summary (:meth:`~schedgym.sim.metrics.RunResult.summary`), not its per-job
+results, so a grid's memory grows with its runs, not with their jobs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import csv
+import dataclasses
+import difflib
+import itertools
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+
+from schedgym._atomic import atomic_open
+from schedgym._csvio import parse_integer, parse_number
+from schedgym.errors import ConfigError, SchedGymError
+from schedgym.experiments import stats
+from schedgym.experiments.compare import (
+    DOMINANCE_FIGURES,
+    PAIRED_REFERENCES,
+    VERDICT_REFERENCES,
+    CompareConfig,
+    ComparisonResult,
+    _progress_bar,
+    dominance,
+)
+from schedgym.experiments.executors import ExecutorConfig, RunOutcome, RunSetting, execute, grid_context, make_tasks
+from schedgym.sim.cluster import ClusterSpec, resolve_cluster
+from schedgym.sim.metrics import RunResult
+from schedgym.sim.simulator import SimConfig
+from schedgym.workloads.source import WorkloadSource
+from schedgym.workloads.synthetic import PRESETS, SyntheticConfig, generate, preset
+
+DEFAULT_POLICIES = ("fifo", "fitgpp", "k8s")
+"""what a sweep runs unless told: the non-preemptive reference and the two preemptive rules"""
+MAX_SETTINGS = 10_000
+"""Settings (combinations of swept values) in one sweep, checked before any is built."""
+
+SIM_FIELDS = ("backfill", "max_preemptions", "placement", "restart_overhead")
+"""the :class:`SimConfig` fields a sweep can vary"""
+WORKLOAD_FIELDS = ("cluster", "load", "n_jobs", "workload")
+"""the :class:`CompareConfig` fields that choose the workload, as ``schedgym compare``'s options do"""
+SYNTHETIC_FIELDS = tuple(f.name for f in dataclasses.fields(SyntheticConfig) if f.name not in ("n_jobs", "load"))
+"""the synthetic preset's other fields (``n_jobs`` and ``load`` go through :data:`WORKLOAD_FIELDS`)"""
+_NOT_SWEPT = {
+    "queue": "the queue discipline is each policy's own (fifo or priority)",
+    "engine": "the engine changes no result (set SCHEDGYM_ENGINE to choose it)",
+    "trace": "a trace file is the workload itself: give it with --trace",
+    "policies": "policies are swept by --policies",
+    "seeds": "seeds are swept by --seeds and --first-seed",
+    "first_seed": "seeds are swept by --seeds and --first-seed",
+}
+FIGURES = tuple((cls, f, f"{cls.upper()} {f.removeprefix('slowdown_')}") for cls, f in DOMINANCE_FIGURES)
+"""(class, field, title) of the figures the table and the plot show: TE p95, BE p50, BE p95, BE p99"""
+_CSV_FIGURES = (
+    *((cls, f) for cls in ("te", "be") for f in ("slowdown_p50", "slowdown_p95", "slowdown_p99", "wait_mean")),
+    (None, "preemptions"),
+    (None, "gpu_utilization"),
+)
+_CSV_DIFFS = (*DOMINANCE_FIGURES, (None, "preemptions"))
+
+
+def _field_types() -> dict[str, str]:
+    types: dict[str, str] = {}
+    for cls, names in ((SimConfig, SIM_FIELDS), (CompareConfig, WORKLOAD_FIELDS), (SyntheticConfig, SYNTHETIC_FIELDS)):
+        for f in dataclasses.fields(cls):
+            if f.name in names:
+                types[f.name] = str(f.type)
+    return types
+
+
+_TYPES = _field_types()
+
+
+def sweepable() -> list[str]:
+    """Every field a sweep can vary, sorted."""
+    return sorted(_TYPES)
+
+
+def _kind(name: str) -> str:
+    """``bool``, ``int``, ``float``, ``str`` or ``table`` (a tuple of pairs): how a field's text is read."""
+    type_text = _TYPES[name].replace(" | None", "")
+    return "table" if type_text.startswith("tuple") else type_text
+
+
+def check_field(name: str) -> None:
+    """Raise a one-line :class:`ConfigError` unless ``name`` can be swept, naming the known fields and the
+    nearest one."""
+    if name in _TYPES:
+        return
+    if name in _NOT_SWEPT:
+        raise ConfigError(f"{name!r} cannot be swept: {_NOT_SWEPT[name]}")
+    close = difflib.get_close_matches(name, sweepable(), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise ConfigError(f"Expected a field to sweep, got {name!r}{hint}; known fields: {', '.join(sweepable())}")
+
+
+def parse_value(name: str, text: str) -> Any:
+    """The value of field ``name`` written as ``text`` (the field's type: ``true``/``false`` for a bool, ASCII
+    decimal numbers, a string as it is). Ranges are left to the configuration's own checks."""
+    check_field(name)
+    kind = _kind(name)
+    raw = text.strip()
+    value: Any = None
+    if kind == "table":
+        raise ConfigError(
+            f"{name!r} is a table of (GPUs, value) pairs, which --set cannot write; sweep it from Python "
+            "(schedgym.experiments.sweep.SweepConfig)"
+        )
+    if kind == "bool":
+        value = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}.get(raw.lower())
+    elif kind == "int":
+        value = parse_integer(raw)
+    elif kind == "float":
+        value = parse_number(raw)
+    elif raw:
+        value = raw
+    if value is None:
+        expected = {"bool": "true or false", "int": "an integer", "float": "a finite number", "str": "a name"}[kind]
+        raise ConfigError(f"Expected {name} to be {expected} (ASCII), got {text!r}")
+    return value
+
+
+def parse_set(text: str) -> tuple[str, tuple[Any, ...]]:
+    """``FIELD=v1,v2,...`` (one ``--set``) as the field and its values."""
+    name, sep, values = text.partition("=")
+    name = name.strip()
+    if not sep or not name:
+        raise ConfigError(f"--set {text!r}: expected FIELD=v1,v2,...")
+    try:
+        check_field(name)
+        items = values.split(",")
+        if not values.strip() or any(not item.strip() for item in items):
+            raise ConfigError(f"Expected a comma-separated list of values, got {values!r}")
+        return name, tuple(parse_value(name, item) for item in items)
+    except ConfigError as exc:
+        raise ConfigError(f"--set {text!r}: {exc}") from None
+
+
+# --------------------------------------------------------------------------------------------- settings
+@dataclass(frozen=True)
+class SweptSource(WorkloadSource):
+    """A :class:`WorkloadSource` whose synthetic preset has some fields replaced (``synthetic``: (field,
+    value) pairs). Its workloads are drawn exactly as the preset's, from the changed configuration."""
+
+    synthetic: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.synthetic:
+            if self.kind != "synthetic":
+                names = ", ".join(name for name, _ in self.synthetic)
+                raise ConfigError(
+                    f"{names} applies to synthetic workloads ({', '.join(sorted(PRESETS))}); {self.name!r} is a trace"
+                )
+            self.synthetic_config()  # checks the values now
+
+    def synthetic_config(self) -> SyntheticConfig:
+        """The preset with ``n_jobs``, ``load`` and ``synthetic`` applied (made once per source)."""
+        found = self.__dict__.get("_swept")
+        if found is None:
+            overrides: dict[str, Any] = dict(self.synthetic)
+            if self.n_jobs is not None:
+                overrides["n_jobs"] = int(self.n_jobs)
+            if self.load is not None:
+                overrides["load"] = float(self.load)
+            found = preset(str(self.workload), **overrides)
+            object.__setattr__(self, "_swept", found)
+        return found
+
+    def draw(self, rng: np.random.Generator, cluster: ClusterSpec) -> Any:
+        if not self.synthetic:
+            return super().draw(rng, cluster)
+        return generate(self.synthetic_config(), cluster, rng, name=str(self.workload))
+
+
+@dataclass(frozen=True)
+class SettingConfig(CompareConfig):
+    """One setting's comparison: a :class:`CompareConfig` whose synthetic workload may have preset fields
+    replaced (``synthetic``)."""
+
+    synthetic: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def source(self) -> SweptSource:
+        return SweptSource(
+            workload=self.workload, trace=self.trace, n_jobs=self.n_jobs, load=self.load, synthetic=self.synthetic
+        )
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One combination of swept values and the comparison that runs it."""
+
+    values: tuple[tuple[str, Any], ...]
+    """(field, value) of every swept field, in the sweep's order"""
+    config: SettingConfig
+
+    @property
+    def label(self) -> str:
+        return " ".join(f"{name}={_show(value)}" for name, value in self.values)
+
+
+def _show(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _setting(base: CompareConfig, values: Sequence[tuple[str, Any]]) -> SettingConfig:
+    sim_changes = {name: v for name, v in values if name in SIM_FIELDS}
+    workload_changes = {name: v for name, v in values if name in WORKLOAD_FIELDS}
+    synthetic = dict(base.synthetic) if isinstance(base, SettingConfig) else {}
+    synthetic.update((name, v) for name, v in values if name in SYNTHETIC_FIELDS)
+    kwargs = {f.name: getattr(base, f.name) for f in dataclasses.fields(CompareConfig)}
+    kwargs.update(workload_changes)
+    kwargs["sim"] = replace(base.sim, **sim_changes)
+    return SettingConfig(**kwargs, synthetic=tuple(synthetic.items()))
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """What to sweep: the comparison every setting starts from (``base``: policies, workload, seeds,
+    simulator rules) and, per swept field, its values (``grid``). The settings are the Cartesian product of
+    the values, the first field varying slowest."""
+
+    base: CompareConfig = field(default_factory=lambda: CompareConfig(policies=DEFAULT_POLICIES))
+    grid: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.grid:
+            raise ConfigError("Expected at least one field to sweep (--set FIELD=v1,v2,...), got none")
+        names = [name for name, _ in self.grid]
+        for name, values in self.grid:
+            check_field(name)
+            if names.count(name) > 1:
+                raise ConfigError(f"Expected each field swept once, got {name!r} {names.count(name)} times")
+            if not isinstance(values, tuple) or not values:
+                raise ConfigError(f"Expected at least one value of {name}, got {values!r}")
+            if any(a == b for a, b in itertools.combinations(values, 2)):
+                raise ConfigError(f"Expected distinct values of {name}, got {[_show(v) for v in values]}")
+        count = math.prod(len(values) for _, values in self.grid)
+        if count > MAX_SETTINGS:
+            raise ConfigError(
+                f"Expected at most {MAX_SETTINGS:,} settings (schedgym.experiments.sweep.MAX_SETTINGS), got "
+                f"{' x '.join(str(len(v)) for _, v in self.grid)} = {count:,}"
+            )
+        settings = []
+        for combination in itertools.product(*([(name, v) for v in values] for name, values in self.grid)):
+            try:
+                settings.append(Setting(tuple(combination), _setting(self.base, combination)))
+            except (ConfigError, TypeError) as exc:
+                raise ConfigError(_blame(combination, exc)) from None
+        object.__setattr__(self, "_settings", tuple(settings))
+
+    @property
+    def fields(self) -> list[str]:
+        return [name for name, _ in self.grid]
+
+    @property
+    def settings(self) -> tuple[Setting, ...]:
+        """Every combination of the swept values, the first field varying slowest."""
+        return cast("tuple[Setting, ...]", self.__dict__["_settings"])
+
+    @property
+    def labels(self) -> list[str]:
+        return self.base.labels
+
+
+def _blame(combination: Sequence[tuple[str, Any]], exc: Exception) -> str:
+    """The message of a setting that cannot be made, naming the whole combination: a value may be wrong only
+    with another (``grace_min=200`` with ``grace_max=100``, not with 300)."""
+    return " ".join(f"{n}={_show(v)}" for n, v in combination) + f": {_sentence(exc)}"
+
+
+def _sentence(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+# --------------------------------------------------------------------------------------------- running
+class _Summarised:
+    """A finished run reduced to what a sweep keeps, its summary; :class:`ComparisonResult` reads it as it
+    reads a :class:`RunResult` (through ``summary()``, a fresh copy each time, as RunResult gives)."""
+
+    __slots__ = ("_summary",)
+
+    def __init__(self, result: RunResult):
+        self._summary = result.summary()
+
+    def summary(self) -> dict:
+        return copy.deepcopy(self._summary)
+
+
+@dataclass
+class SweepResult:
+    """Every setting's :class:`ComparisonResult` (in the order of :attr:`SweepConfig.settings`)."""
+
+    config: SweepConfig
+    comparisons: list[ComparisonResult]
+
+    def summary(self) -> dict[str, Any]:
+        """``{"fields", "grid", "policies", "seeds", "references", "settings": [{"values", "workload",
+        "cluster", "seeds", "workloads_vary", "sim", "policies": {NAME: {...compare's entry..., "verdicts"}}}]}``:
+        each setting's entry is :meth:`ComparisonResult.summary`'s, with each policy's verdicts against the
+        references (:data:`~schedgym.experiments.compare.VERDICT_REFERENCES` that were run)."""
+        cached = self.__dict__.get("_summary")
+        if cached is None:
+            labels = self.config.labels
+            references = [r for r in VERDICT_REFERENCES if r in labels]
+            settings = []
+            for setting, comparison in zip(self.config.settings, self.comparisons, strict=True):
+                entry = {"values": dict(setting.values), **comparison.summary()}
+                multi_seed = len(entry["seeds"]) > 1
+                for name, e in entry["policies"].items():
+                    e["verdicts"] = {
+                        ref: dominance(e["paired"][ref]) for ref in references if ref != name and multi_seed
+                    }
+                settings.append(entry)
+            cached = {
+                "fields": self.config.fields,
+                "grid": {name: list(values) for name, values in self.config.grid},
+                "policies": labels,
+                "seeds": self.config.base.seed_list,
+                "references": references,
+                "settings": settings,
+            }
+            self.__dict__["_summary"] = cached
+        return copy.deepcopy(cached)
+
+
+def run_sweep(
+    config: SweepConfig, *, executor: ExecutorConfig | str = "serial", progress: bool | None = None
+) -> SweepResult:
+    """Run every policy on every seed under every setting. ``executor`` changes where the runs execute and
+    how fast, never the results; ``progress``: None shows a bar (counting finished runs) on a terminal only.
+    Every setting's cluster is resolved and its first workload built and checked before any run."""
+    if isinstance(executor, str):
+        executor = ExecutorConfig(kind=executor)
+    from schedgym.experiments.compare import load_workloads
+
+    settings = config.settings
+    clusters: dict[str | None, ClusterSpec] = {}
+    run_settings = []
+    checked: set[Any] = set()
+    for s in settings:
+        source = s.config.source
+        name = s.config.cluster if s.config.cluster is not None else source.default_cluster
+        if name not in clusters:
+            clusters[name] = resolve_cluster(name)
+        cluster = clusters[name]
+        key = (source, cluster)
+        if key not in checked:  # a trace file read and checked, a synthetic workload drawn and fitted
+            checked.add(key)
+            try:
+                load_workloads(s.config, cluster)[0]
+            except SchedGymError as exc:
+                raise SchedGymError(f"setting {s.label}: {_sentence(exc)}") from None
+        run_settings.append(RunSetting(s.config, cluster))
+    labels = config.labels
+    seeds = config.base.seed_list
+    tasks = make_tasks(config.base.policies, labels, seeds, len(run_settings))
+    context = grid_context(config.base.policies, run_settings)
+    kept: list[_Summarised | None] = [None] * len(tasks)
+    wall = [dict.fromkeys(labels, 0.0) for _ in settings]
+    bar = _progress_bar(len(tasks), progress)
+    try:
+        with contextlib.closing(execute(executor, context, tasks)) as finished:
+            for outcome in finished:
+                _keep(outcome, kept, wall)
+                if bar is not None:
+                    task = outcome.task
+                    bar.set_postfix_str(f"seed {task.seed} {settings[task.setting].label} {task.label}")
+                    bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    comparisons = []
+    for k, (s, rs) in enumerate(zip(settings, run_settings, strict=True)):
+        runs: dict[str, list[Any]] = {label: [] for label in labels}
+        for task in tasks:  # in task order: each policy's list in seed order
+            if task.setting == k:
+                runs[task.label].append(kept[task.index])
+        source = s.config.source
+        comparisons.append(
+            ComparisonResult(
+                s.config, rs.cluster, source.name, cast("dict[str, list[RunResult]]", runs), wall[k], source.varies
+            )
+        )
+    return SweepResult(config, comparisons)
+
+
+def _keep(outcome: RunOutcome, kept: list[_Summarised | None], wall: list[dict[str, float]]) -> None:
+    task = outcome.task
+    kept[task.index] = _Summarised(outcome.result)
+    wall[task.setting][task.label] += outcome.wall_time
+
+
+# --------------------------------------------------------------------------------------------- reports
+def _mean_ci(mean: float, half: float, digits: int = 3) -> str:
+    if math.isnan(mean):
+        return "-"
+    return f"{mean:.{digits}f}" if math.isnan(half) else f"{mean:.{digits}f} +- {half:.{digits}f}"
+
+
+def _signed(mean: float, half: float) -> str:
+    if math.isnan(mean):
+        return "-"
+    return f"{mean:+.3f}" if math.isnan(half) else f"{mean:+.3f} +- {half:.3f}"
+
+
+def _columns(header: list[str], rows: list[list[str]], left: int) -> list[str]:
+    """``header`` and ``rows`` as aligned text: the first ``left`` columns left-aligned, the rest right."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(
+            c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    head = line(header)
+    return [head, "-" * len(head), *(line(r) for r in rows)]
+
+
+def format_table(result: SweepResult) -> str:
+    """The on-screen table: per setting and policy, the means +- 95% CI over seeds of TE p95, BE p50, BE p95
+    and BE p99, preemptions and the verdicts against fitgpp and k8s; then, per reference, the paired
+    differences to it on the same workloads."""
+    summary = result.summary()
+    fields = summary["fields"]
+    seeds = summary["seeds"]
+    lines = [
+        f"sweep of {', '.join(fields)}: {_count(len(summary['settings']), 'setting')} x "
+        f"{_count(len(summary['policies']), 'policy', 'policies')} x {_count(len(seeds), 'seed')} "
+        f"({seeds[0]}..{seeds[-1]}){_where(result)} "
+        "(slowdown percentiles; means +- 95% CI over seeds)",
+    ]
+    if len(seeds) > 1 and not all(entry["workloads_vary"] for entry in summary["settings"]):
+        lines.append(
+            "note: every seed replays the same trace, so intervals are reported only where a policy's own "
+            "randomness varies its figures"
+        )
+    refs = summary["references"] if len(seeds) > 1 else []
+    header = [*fields, "policy", *(t for _, _, t in FIGURES), "preempt", *(f"vs {r}" for r in refs)]
+    rows = []
+    for entry in summary["settings"]:
+        values = [_show(entry["values"][f]) for f in fields]
+        for name, e in entry["policies"].items():
+            cells = [_mean_ci(e[c][f], e["ci95"][c][f], 2 if f == "slowdown_p99" else 3) for c, f, _ in FIGURES]
+            verdicts = [e["verdicts"].get(r, "") for r in refs]
+            rows.append([*values, name, *cells, f"{e['preemptions']:.1f}", *verdicts])
+    lines += _columns(header, rows, len(fields) + 1)
+    for ref in refs:
+        lines += [
+            "",
+            f"paired difference to {ref}, same workloads (mean +- 95% CI over seeds; verdict over these four)",
+        ]
+        rows = []
+        for entry in summary["settings"]:
+            values = [_show(entry["values"][f]) for f in fields]
+            for name, e in entry["policies"].items():
+                if ref not in e["paired"]:
+                    continue
+                p = e["paired"][ref]
+                cells = [_signed(p[c][f]["mean"], p[c][f]["ci95"]) for c, f, _ in FIGURES]
+                rows.append([*values, name, *cells, e["verdicts"][ref]])
+        lines += _columns([*fields, "policy", *(t for _, _, t in FIGURES), "verdict"], rows, len(fields) + 1)
+    return "\n".join(lines)
+
+
+def _count(n: int, one: str, many: str = "") -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
+def _where(result: SweepResult) -> str:
+    """``, workload W, cluster C`` for what the sweep does not vary."""
+    fields, first = result.config.fields, result.summary()["settings"][0]
+    shown = [f"{what} {first[what]}" for what in ("workload", "cluster") if what not in fields]
+    return ", " + ", ".join(shown) if shown else ""
+
+
+def _json_ready(obj: Any) -> Any:
+    # Strict JSON: NaN (a class without jobs, an interval from one seed) becomes null; a tuple (a table
+    # field's value) a list.
+    if isinstance(obj, float) and math.isnan(obj):
+        return None
+    if isinstance(obj, dict):
+        return {str(k): _json_ready(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_ready(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return _json_ready(obj.item())
+    return obj
+
+
+def write_json(path: str | Path, result: SweepResult) -> None:
+    """:meth:`SweepResult.summary` as strict JSON (NaN as null), written whole, then renamed into place. An
+    infinite figure, which the input limits should make impossible, is an error and no file is written."""
+    payload = _json_ready(result.summary())
+    try:
+        text = json.dumps(payload, indent=2, allow_nan=False) + "\n"  # in full before the file is opened
+    except ValueError:
+        raise SchedGymError(f"cannot write {path}: a figure is not a finite number, and JSON has no infinity") from None
+    with atomic_open(path) as fh:
+        fh.write(text)
+
+
+def csv_header(result: SweepResult) -> list[str]:
+    """The columns of :func:`write_csv`."""
+    summary = result.summary()
+    labels = summary["policies"]
+    header = [*summary["fields"], "policy", "n_seeds"]
+    for cls, f in _CSV_FIGURES:
+        name = f if cls is None else f"{cls}_{f}"
+        header += [name, f"{name}_ci95"]
+    for ref in (r for r in PAIRED_REFERENCES if r in labels):
+        for cls, f in _CSV_DIFFS:
+            name = f if cls is None else f"{cls}_{f}"
+            header += [f"diff_vs_{ref}_{name}", f"diff_vs_{ref}_{name}_ci95"]
+    header += [f"verdict_vs_{ref}" for ref in summary["references"]]
+    return header
+
+
+def write_csv(path: str | Path, result: SweepResult) -> None:
+    """One row per setting and policy: the swept values, the policy, the number of seeds, the means and 95%
+    CI half-widths of the figures, the paired differences (mean and CI half-width) to each of fitgpp, k8s and
+    fifo that was run, and the verdicts against fitgpp and k8s. An empty cell: no value (the reference
+    itself, a class without jobs, an interval from one seed)."""
+    summary = result.summary()
+    labels = summary["policies"]
+    paired_refs = [r for r in PAIRED_REFERENCES if r in labels]
+
+    def cell(x: float) -> str | float:
+        return "" if math.isnan(x) else x
+
+    rows = []
+    for entry in summary["settings"]:
+        for name, e in entry["policies"].items():
+            row: list[Any] = [_csv_value(entry["values"][f]) for f in summary["fields"]]
+            row += [name, len(e["per_seed"])]
+            for cls, f in _CSV_FIGURES:
+                mean, half = (e[f], e["ci95"][f]) if cls is None else (e[cls][f], e["ci95"][cls][f])
+                row += [cell(mean), cell(half)]
+            for ref in paired_refs:
+                p = e["paired"].get(ref)
+                for cls, f in _CSV_DIFFS:
+                    d = None if p is None else p[f] if cls is None else p[cls][f]
+                    row += ["", ""] if d is None else [cell(d["mean"]), cell(d["ci95"])]
+            row += [e["verdicts"].get(ref, "") for ref in summary["references"]]
+            rows.append(row)
+    with atomic_open(path, newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(csv_header(result))
+        w.writerows(rows)
+
+
+def _csv_value(value: Any) -> Any:
+    # Floats as Python writes them (every digit kept), booleans as --set reads them.
+    return str(value).lower() if isinstance(value, bool) else value
+
+
+def marginal(result: SweepResult, name: str, cls: str, figure: str) -> dict[str, list[tuple[float, float]]]:
+    """What the plot draws for swept field ``name``: per policy, for each of its values (in the sweep's
+    order), the mean and 95% CI half-width over seeds of the figure (``cls``, ``figure``) averaged, seed by
+    seed, over the settings with that value (over every value of the other swept fields). Without intervals
+    when every seed replays the same trace."""
+    summary = result.summary()
+    values = dict(result.config.grid)[name]
+    varies = all(s["workloads_vary"] for s in summary["settings"])
+    out: dict[str, list[tuple[float, float]]] = {}
+    for label in summary["policies"]:
+        points = []
+        for value in values:
+            per_setting = [
+                [s[cls][figure] for s in entry["policies"][label]["per_seed"]]
+                for entry in summary["settings"]
+                if entry["values"][name] == value
+            ]
+            with np.errstate(all="ignore"):
+                arr = np.array(per_setting, dtype=float)
+                counts = (~np.isnan(arr)).sum(axis=0)
+                per_seed = np.where(counts > 0, np.nansum(arr, axis=0) / np.maximum(counts, 1), np.nan).tolist()
+            points.append((stats.mean(per_seed), stats.ci95(per_seed) if varies else float("nan")))
+        out[label] = points
+    return out
+
+
+def write_plot(path: str | Path, result: SweepResult) -> None:
+    """How each figure moves along each swept field: one column of panels per field, one panel per figure
+    (TE p95, BE p50, BE p95, BE p99), the field's values on x, a line per policy with 95% CI error bars;
+    other swept fields averaged (:func:`marginal`). Needs matplotlib; written whole, then renamed."""
+    try:
+        import matplotlib
+        from matplotlib.backend_bases import FigureCanvasBase
+    except ImportError:
+        raise SchedGymError("--plot needs matplotlib: pip install 'schedgym[plot]'") from None
+    target = Path(path)
+    fmt = target.suffix[1:].lower() or matplotlib.rcParams["savefig.format"]
+    if fmt not in FigureCanvasBase.get_supported_filetypes():
+        raise SchedGymError(f"cannot write {path}: matplotlib does not write .{fmt} files (use .png, .pdf or .svg)")
+    from schedgym.experiments.report import _outside_legends
+
+    fig = None
+    try:
+        with atomic_open(target, "wb") as fh:
+            fig = _plot_figure(result)
+            fig.savefig(fh, format=fmt, dpi=110, bbox_inches=None if _outside_legends() else "tight")
+    except ValueError as exc:  # matplotlib's answer to a file type it cannot write after all
+        raise SchedGymError(f"cannot write {path}: {exc}") from None
+    finally:
+        if fig is not None:
+            fig.clear()
+
+
+def _view(y: np.ndarray, lo: np.ndarray, hi: np.ndarray, log: bool) -> tuple[float, float]:
+    """A panel's y range: every point, and every interval unless it reaches further past the points than
+    their own spread (a wide interval from few seeds then runs off the edge rather than flatten the lines).
+    ``log``: ranges in decades."""
+
+    def t(v: np.ndarray) -> np.ndarray:
+        return np.log10(v) if log else v
+
+    ty, tlo, thi = t(y), t(lo), t(hi)
+    ymin, ymax = float(np.nanmin(ty)), float(np.nanmax(ty))
+    spread = max(ymax - ymin, 0.3 if log else max(0.05 * abs(ymax), 1e-3))
+    low = max(float(np.nanmin(tlo)), ymin - spread)
+    high = min(float(np.nanmax(thi)), ymax + spread)
+    pad = 0.08 * (high - low)
+    low, high = low - pad, high + pad
+    return (10**low, 10**high) if log else (low, high)
+
+
+def _plot_figure(result: SweepResult) -> Any:
+    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    # The comparison plot's styles and slowdown axis, so that the two read alike.
+    from schedgym.experiments.report import (
+        _EXCESS_FLOOR,
+        _LINESTYLES,
+        _MARKERS,
+        _outside_legends,
+        _plot_labels,
+        _slowdown_axis,
+    )
+
+    config = result.config
+    summary = result.summary()
+    names = summary["policies"]
+    labels = dict(zip(names, _plot_labels(names), strict=True))
+    cmap = matplotlib.colormaps["tab10" if len(names) <= 10 else "tab20"]
+    fields = config.fields
+    # Not pyplot: a figure of its own with an Agg canvas draws headless and leaves the caller's backend alone.
+    fig = Figure(figsize=(max(4.6 * len(fields), 6.0), 2.7 * len(FIGURES) + 1.3), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = np.atleast_2d(fig.subplots(len(FIGURES), len(fields), squeeze=False))
+    for j, name in enumerate(fields):
+        values = dict(config.grid)[name]
+        numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+        x = np.array(values, dtype=float) if numeric else np.arange(len(values), dtype=float)
+        order = np.argsort(x, kind="stable")  # a line runs left to right whatever order the values were given in
+        x = x[order]
+        span = float(x.max() - x.min()) if len(x) > 1 and x.max() > x.min() else 1.0
+        for i, (cls, figure, title) in enumerate(FIGURES):
+            ax = axes[i, j]
+            lines = {label: [points[o] for o in order] for label, points in marginal(result, name, cls, figure).items()}
+            means = np.array([[m for m, _ in pts] for pts in lines.values()])
+            halves = np.nan_to_num(np.array([[h for _, h in pts] for pts in lines.values()]))
+            if np.isnan(means).all():
+                ax.text(0.5, 0.5, f"no {cls.upper()} jobs", transform=ax.transAxes, ha="center", va="center")
+                ax.set_axis_off()
+                continue
+            # Slowdowns are >= 1, and where the policies differ by orders of magnitude in their excess over
+            # 1 (fifo's TE p95 of 25 against fitgpp's 1.04) a linear axis flattens all but one line: there the
+            # excess goes on a log axis labelled in slowdown, as in the comparison's plot. Where it spans less
+            # than a decade (BE p95 from 9 to 14), a linear axis shows the differences.
+            excess = np.maximum(means - 1, _EXCESS_FLOOR)
+            log = bool(np.nanmax(excess) > 10 * np.nanmin(excess))
+            if log:
+                y, lo, hi = (
+                    excess,
+                    np.maximum(excess - halves, _EXCESS_FLOOR),
+                    np.maximum(excess + halves, _EXCESS_FLOOR),
+                )
+            else:
+                y, lo, hi = means, means - halves, means + halves
+            for k, label in enumerate(lines):
+                offset = (k - (len(names) - 1) / 2) * 0.015 * span  # apart, so that error bars do not overlap
+                ax.errorbar(
+                    x + offset,
+                    y[k],
+                    yerr=[y[k] - lo[k], hi[k] - y[k]],
+                    color=cmap(k % cmap.N),
+                    linestyle=_LINESTYLES[k % len(_LINESTYLES)],
+                    marker=_MARKERS[k % len(_MARKERS)],
+                    ms=5,
+                    capsize=3,
+                    lw=1.4,
+                    label=labels[label],
+                )
+            bottom, top = _view(y, lo, hi, log)
+            if log:
+                ax.set_yscale("log")
+                _slowdown_axis(ax.yaxis, bottom, top)
+            ax.set_ylim(bottom, top)
+            ax.set_xticks(x, [_show(values[o]) for o in order])
+            ax.grid(True, which="major", alpha=0.3)
+            if j == 0:
+                ax.set_ylabel(f"{title} slowdown")
+            if i == 0:
+                ax.set_title(name)
+            if i == len(FIGURES) - 1:
+                ax.set_xlabel(name)
+    seeds = summary["seeds"]
+    others = "; other swept fields averaged" if len(fields) > 1 else ""
+    where = " on" + _where(result).removeprefix(",") if _where(result) else ""
+    fig.suptitle(f"Sweep{where}: mean over seeds {seeds[0]}\u2013{seeds[-1]} with 95% CI{others}")
+    handles, legend_labels = axes[0, 0].get_legend_handles_labels()
+    legend = {"ncol": min(len(handles), 8), "title": "policy", "frameon": False, "fontsize": 9}
+    if _outside_legends():
+        fig.legend(handles, legend_labels, loc="outside lower center", **legend)
+    else:
+        fig.legend(handles, legend_labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), **legend)
+    return fig
+
+
+__all__ = [
+    "DEFAULT_POLICIES",
+    "FIGURES",
+    "MAX_SETTINGS",
+    "SIM_FIELDS",
+    "SYNTHETIC_FIELDS",
+    "WORKLOAD_FIELDS",
+    "Setting",
+    "SettingConfig",
+    "SweepConfig",
+    "SweepResult",
+    "SweptSource",
+    "check_field",
+    "csv_header",
+    "format_table",
+    "marginal",
+    "parse_set",
+    "parse_value",
+    "run_sweep",
+    "sweepable",
+    "write_csv",
+    "write_json",
+    "write_plot",
+]
