@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -325,8 +326,12 @@ def evaluate(
     return stats
 
 
-def train(config: TrainConfig) -> Path:
-    """Train, evaluate periodically, keep the best checkpoint, save the final model; return the run dir."""
+def train(config: TrainConfig, on_evaluation: Callable[[dict[str, Any]], None] | None = None) -> Path:
+    """Train, evaluate periodically, keep the best checkpoint, save the final model; return the run dir.
+
+    ``on_evaluation``, if given, is called with the statistics of every validation evaluation as it happens
+    (after imitation, every ``eval_freq`` steps, and the final one once the run's files are written), its
+    ``timesteps`` included, and ``final`` True for the final one: ``schedgym tune`` reports them to Ray Tune."""
     import gymnasium as gym
 
     import schedgym  # noqa: F401
@@ -348,7 +353,7 @@ def train(config: TrainConfig) -> Path:
     except OSError as exc:
         raise ConfigError(f"cannot create the run directory {run_dir}: {exc.strerror}") from None
     try:
-        return _train(config, run_dir, maskable)
+        return _train(config, run_dir, maskable, on_evaluation or _ignore)
     except BaseException:
         _remove_empty_dirs(created)  # a run that failed before writing anything leaves no empty folder
         raise
@@ -364,7 +369,11 @@ def _remove_empty_dirs(top: Path) -> None:
             os.rmdir(root)
 
 
-def _train(config: TrainConfig, run_dir: Path, maskable: bool) -> Path:
+def _ignore(stats: dict[str, Any]) -> None:
+    """The default ``on_evaluation``: nothing."""
+
+
+def _train(config: TrainConfig, run_dir: Path, maskable: bool, on_evaluation: Callable[[dict[str, Any]], None]) -> Path:
     """The body of :func:`train`, once the run directory exists."""
     import gymnasium as gym
     import torch
@@ -507,6 +516,7 @@ def _train(config: TrainConfig, run_dir: Path, maskable: bool) -> Path:
         stats["timesteps"] = 0
         history.append(stats)
         keep_if_best(stats, model)
+        on_evaluation(stats)
         print(f"after imitating {config.imitate}: validation score {stats['score']:.3f}")
     n_before = len(history)
 
@@ -523,6 +533,7 @@ def _train(config: TrainConfig, run_dir: Path, maskable: bool) -> Path:
                 history.append(stats)
                 log_evaluation(self.logger, stats)
                 keep_if_best(stats, self.model)
+                on_evaluation(stats)
             return True
 
     t0 = time.perf_counter()
@@ -554,6 +565,8 @@ def _train(config: TrainConfig, run_dir: Path, maskable: bool) -> Path:
     _write_meta(run_dir / "model.json", config, _finite(summary))
     # best_model.zip is always there: the final model when no evaluation during training did better.
     keep_if_best(final, model)
+    # Last, once every file is written: a caller may end the process when it learns the run is over.
+    on_evaluation({**final, "timesteps": model.num_timesteps, "final": True})
     if config.total_timesteps > 0:
         rate = config.total_timesteps / seconds
         print(f"trained {config.total_timesteps} steps in {seconds:.0f} s: {rate:,.0f} steps/s")

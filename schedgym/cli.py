@@ -103,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_executor_options(cmp)
     _add_sweep_parser(sub)
     _add_train_parser(sub)
+    _add_tune_parser(sub)
     _add_trace_parser(sub)
     return parser
 
@@ -388,19 +389,31 @@ def _same_file(a: str, b: str) -> bool:
 
 def _add_train_parser(sub: argparse._SubParsersAction) -> None:
     """``schedgym train``: one option per TrainConfig field, its docstring as help."""
+    tr = sub.add_parser(
+        "train",
+        help="train a learned agent (stable-baselines3)",
+        description="Train MaskablePPO (default), PPO or DQN on a schedgym environment; needs the 'rl' extra.",
+    )
+    _add_train_config_arguments(tr)
+
+
+def _add_train_config_arguments(
+    tr: argparse.ArgumentParser, skip: Sequence[str] = (), helps: dict[str, str] | None = None
+) -> list[str]:
+    """One option per TrainConfig field but those in ``skip``, its docstring as help (or ``helps[field]``);
+    return the fields given options (``schedgym train`` and ``schedgym tune`` share them)."""
     import dataclasses
 
     from agents.train import TrainConfig
     from schedgym._fielddocs import field_docs
 
     # argparse expands %-formats in help texts: a docstring's "i % n" must reach it as "%%".
-    docs = {name: text.replace("%", "%%") for name, text in field_docs(TrainConfig).items()}
-    tr = sub.add_parser(
-        "train",
-        help="train a learned agent (stable-baselines3)",
-        description="Train MaskablePPO (default), PPO or DQN on a schedgym environment; needs the 'rl' extra.",
-    )
+    docs = {name: text.replace("%", "%%") for name, text in {**field_docs(TrainConfig), **(helps or {})}.items()}
+    added = []
     for f in dataclasses.fields(TrainConfig):
+        if f.name in skip:
+            continue
+        added.append(f.name)
         flag = "--" + f.name.replace("_", "-")
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc,operator]
         help_text = f"{docs.get(f.name, '')} (default: {default})"
@@ -425,6 +438,115 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:
             else:
                 kind = {"int": _nonneg_int, "float": _finite_float}.get(str(f.type), str)
             tr.add_argument(flag, type=kind, default=default, help=help_text)
+    return added
+
+
+# tune's own options; a TrainConfig field of the same name is not offered by tune (it would clash), nor are
+# the fields tune sets for every trial.
+_TUNE_OPTIONS = ("search", "num_samples", "max_concurrent", "metric", "scheduler", "address", "run_dir", "json")
+_TUNE_SETS = ("progress", "torch_threads")
+
+
+def _add_tune_parser(sub: argparse._SubParsersAction) -> None:
+    """``schedgym tune``: tune's options, then every TrainConfig field as in ``schedgym train``."""
+    from agents.tune import DISTRIBUTIONS, MAX_TRIALS, METRICS, SCHEDULERS
+
+    tu = sub.add_parser(
+        "tune",
+        help="search training hyperparameters on Ray Tune",
+        description="Train one agent per trial with values drawn from the --search space, rank the trials on their "
+        "validation figures and print the 'schedgym train' command of the best; needs the 'tune' extra. Every "
+        "option of 'schedgym train' sets the value all trials share.",
+    )
+    tu.add_argument(
+        "--search",
+        action="append",
+        default=[],
+        metavar="FIELD=KIND:VALUES",
+        help=f"a searched field, KIND one of {', '.join(DISTRIBUTIONS)}: learning_rate=loguniform:1e-4,1e-3, "
+        "ent_coef=choice:0,0.01, env.preemption_cost=uniform:0,5, net_arch=grid:64x64,128x128, n_steps=randint:"
+        "256,1024 (both bounds included); repeat for each field (docs/tune.md lists the fields)",
+    )
+    tu.add_argument(
+        "--num-samples",
+        type=_int_type(1, MAX_TRIALS),
+        default=8,
+        help="trials drawn, times every combination of the grid fields (default: 8)",
+    )
+    tu.add_argument(
+        "--max-concurrent",
+        type=_int_type(1, 4096),
+        default=None,
+        help="trials at once (default: as many as the Ray cluster has CPUs; each trial requests one)",
+    )
+    tu.add_argument(
+        "--metric",
+        choices=METRICS,
+        default="objective",
+        help="what trials are ranked on, lower is better: a validation slowdown figure, or objective = "
+        "(te_p95 + be_p95) / 2 (default: objective)",
+    )
+    tu.add_argument(
+        "--scheduler",
+        choices=SCHEDULERS,
+        default="fifo",
+        help="fifo (every trial trains to the end) or asha (stops the worse trials at their evaluations)",
+    )
+    tu.add_argument(
+        "--address",
+        default=None,
+        metavar="auto|HOST:PORT",
+        help="the running Ray cluster to use ('auto': the one 'ray start --head' started on this machine); "
+        "default: start a local Ray for this search",
+    )
+    tu.add_argument(
+        "--run-dir",
+        default="runs",
+        help="where the search is written: RUN_DIR/tune__ENV__SEED__TIMESTAMP/ with Tune's results, each "
+        "trial's training run and tune.json (default: runs)",
+    )
+    tu.add_argument("--json", metavar="PATH", help="also write the ranked trials and the best command as JSON")
+    fields = _add_train_config_arguments(
+        tu,
+        skip=_TUNE_OPTIONS + _TUNE_SETS,
+        helps={"seed": "the first trial's seed (trial i trains with seed + i), and the seed of the draws"},
+    )
+    tu.set_defaults(train_fields=fields)
+
+
+def _tune(args: argparse.Namespace) -> int:
+    from agents.tune import TuneConfig, best_command, format_table, import_tune, parse_search, run_tune, write_json
+
+    config = TuneConfig(
+        train={name: getattr(args, name) for name in args.train_fields},
+        search=tuple(parse_search(spec) for spec in args.search),
+        num_samples=args.num_samples,
+        max_concurrent=args.max_concurrent,
+        metric=args.metric,
+        scheduler=args.scheduler,
+        address=args.address,
+        run_dir=args.run_dir,
+    )
+    # Output paths are checked before minutes of training, not after.
+    if args.json is not None:
+        check_output_path("--json", args.json)
+    check_output_dir("--run-dir", args.run_dir)
+    import_tune()  # not installed: say so now, before Ray or any trial starts
+    result = run_tune(config)
+    print(format_table(result))
+    command = best_command(result)
+    if command is None:
+        print("no trial trained to the end with a finite figure: no best configuration")
+    else:
+        best = result.best
+        assert best is not None
+        print(f"best: trial {best.trial.index}, {config.metric} {best.figures[config.metric]:.3f}; to reproduce it:")
+        print(f"  {command}")
+    print(f"wrote {result.run_dir / 'tune.json'}")
+    if args.json is not None:
+        write_json(args.json, result)
+        print(f"wrote {args.json}")
+    return 0 if command is not None else 1
 
 
 def _finite_float(text: str) -> float:
@@ -605,6 +727,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _sweep(args)
         if args.command == "train":
             return _train(args)
+        if args.command == "tune":
+            return _tune(args)
         if args.command == "trace":
             return _trace(args)
     except SchedGymError as exc:
