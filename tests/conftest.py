@@ -7,8 +7,11 @@ engines to the same expectations. Where the native engine is not built, its runs
 
 from __future__ import annotations
 
+import builtins
 import os
+import secrets
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from helpers import Scripted, View, cluster, simulate
@@ -64,3 +67,46 @@ def counted(tmp_path, monkeypatch):  # noqa: ANN001, ANN201
     entry = registry.PolicyEntry("counted", "counting:counted", {"log": str(log)}, "test", True)
     monkeypatch.setitem(registry._REGISTRY, "counted", entry)
     return log
+
+
+@pytest.fixture(scope="module")
+def local_ray(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One small local Ray for a test module (``pytestmark = [pytest.mark.ray, pytest.mark.usefixtures(
+    "local_ray")]``), which the code under test finds initialised, uses and leaves running: 2 CPUs, no
+    dashboard, a 100 MB object store, no usage statistics, its temporary files under pytest's (not /tmp/ray),
+    tests/ on the workers' path (for ``counting``), a token in the environment (else Ray 2.60 writes
+    ``~/.ray/auth_token``), and an empty home folder of its own, yielded, which must still be empty after the
+    module. Ray's driver keeps the first token it read and Ray sets RAY_AUTH_MODE and replaces ``print`` in
+    this process: all are undone after, so that the next module's Ray starts afresh."""
+    ray = pytest.importorskip("ray")
+    from schedgym.experiments.executors import _forget_ray_token
+
+    home = tmp_path_factory.mktemp("home")
+    tests = str(Path(__file__).resolve().parent)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HOME", str(home))
+        mp.setenv("MPLCONFIGDIR", str(tmp_path_factory.mktemp("matplotlib")))  # not Ray's: kept out of the check
+        mp.setenv("RAY_USAGE_STATS_ENABLED", "0")
+        mp.setenv("RAY_AUTH_TOKEN", secrets.token_hex(32))
+        mp.setattr(builtins, "print", builtins.print)
+        mode = os.environ.get("RAY_AUTH_MODE")
+        _forget_ray_token()  # an earlier module's token
+        ray.init(
+            address="local",
+            num_cpus=2,
+            include_dashboard=False,
+            object_store_memory=100 * 1024 * 1024,
+            logging_level="ERROR",
+            _temp_dir=str(tmp_path_factory.mktemp("ray")),
+            runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])}},
+        )
+        try:
+            yield home
+        finally:
+            ray.shutdown()
+            if mode is None:
+                os.environ.pop("RAY_AUTH_MODE", None)
+            else:
+                os.environ["RAY_AUTH_MODE"] = mode
+            _forget_ray_token()
+    assert sorted(p.name for p in home.iterdir()) == [], "Ray left files in the home folder"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 
 ray = pytest.importorskip("ray")
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("local_ray")]
 
 from counting import builds, per_seed  # noqa: E402
 
@@ -21,28 +21,6 @@ from schedgym.experiments.compare import CompareConfig, run_comparison  # noqa: 
 
 TESTS = Path(__file__).resolve().parent
 SMALL_ARGS = ["--seeds", "3", "--jobs", "200", "--cluster", "small", "--no-progress"]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def local_ray():
-    """One small local Ray for the module: 2 CPUs, no dashboard, no usage statistics, a token in the
-    environment (else Ray 2.60 writes ~/.ray/auth_token), tests/ on the workers' path (for ``counting``).
-    run_comparison finds it initialised, uses it and leaves it running."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("RAY_USAGE_STATS_ENABLED", "0")
-        mp.setenv("RAY_AUTH_TOKEN", secrets.token_hex(32))
-        ray.init(
-            address="local",
-            num_cpus=2,
-            include_dashboard=False,
-            object_store_memory=100 * 1024 * 1024,
-            logging_level="ERROR",
-            runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}},
-        )
-        try:
-            yield
-        finally:
-            ray.shutdown()
 
 
 def test_ray_gives_the_serial_results_and_builds_each_policy_once_per_worker(counted):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import subprocess
 import sys
 from dataclasses import replace
@@ -13,51 +12,18 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("local_ray")]
 ray = pytest.importorskip("ray")
 
 from counting import builds  # noqa: E402
 
 from schedgym.cli import main  # noqa: E402
 from schedgym.experiments.compare import CompareConfig  # noqa: E402
-from schedgym.experiments.executors import _forget_ray_token  # noqa: E402
 from schedgym.experiments.sweep import SweepConfig, run_sweep  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent
 BASE = CompareConfig(policies=("fifo", "fitgpp"), seeds=3, n_jobs=200, cluster="small")
 SMALL_ARGS = ["--seeds", "3", "--jobs", "200", "--cluster", "small", "--no-progress"]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def local_ray(tmp_path_factory):
-    """One small local Ray for the module: 2 CPUs, no dashboard, a 100 MB object store, no usage statistics,
-    its temporary files under pytest's tmp folder (not /tmp/ray), a token in the environment (else Ray 2.60
-    writes ~/.ray/auth_token), tests/ on the workers' path (for ``counting``). run_sweep finds it initialised,
-    uses it and leaves it running. Ray's driver keeps the first token it read in the process, and Ray sets
-    RAY_AUTH_MODE in it: both are undone after, so that another module's Ray starts afresh."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("RAY_USAGE_STATS_ENABLED", "0")
-        mp.setenv("RAY_AUTH_TOKEN", secrets.token_hex(32))
-        mode = os.environ.get("RAY_AUTH_MODE")
-        _forget_ray_token()  # an earlier module's token
-        ray.init(
-            address="local",
-            num_cpus=2,
-            include_dashboard=False,
-            object_store_memory=100 * 1024 * 1024,
-            logging_level="ERROR",
-            _temp_dir=str(tmp_path_factory.mktemp("ray")),
-            runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}},
-        )
-        try:
-            yield
-        finally:
-            ray.shutdown()
-            if mode is None:
-                os.environ.pop("RAY_AUTH_MODE", None)
-            else:
-                os.environ["RAY_AUTH_MODE"] = mode
-            _forget_ray_token()
 
 
 def without_wall_time(summary: dict) -> dict:
@@ -89,6 +55,7 @@ def test_cli_ray_json_equals_serial_but_wall_times(tmp_path):
 
 
 TWO_SWEEPS = """
+import builtins
 import json
 from schedgym.experiments.compare import CompareConfig
 from schedgym.experiments.sweep import SweepConfig, run_sweep
@@ -103,8 +70,10 @@ def figures(result):
 config = SweepConfig(CompareConfig(policies=("fifo", "fitgpp"), seeds=2, n_jobs=200, cluster="small"),
                      (("max_preemptions", (0, 1)),))
 serial = figures(run_sweep(config, progress=False))
+printer = builtins.print
 for _ in range(2):  # each starts and stops a local Ray of its own
     assert figures(run_sweep(config, executor="ray", progress=False)) == serial
+    assert builtins.print is printer  # Ray's shutdown replaces it; the executor puts it back
 print("ok")
 """
 
@@ -112,7 +81,8 @@ print("ok")
 @pytest.mark.slow
 def test_two_sweeps_in_one_process_each_start_their_own_ray_leaving_the_home_folder_empty(tmp_path, tmp_path_factory):
     """Ray 2.60's driver keeps the first token it reads: a second local Ray with a new token refused it until
-    the executor kept one token per process and made the driver read it again."""
+    the executor kept one token per process and made the driver read it again. Its shutdown leaves a print
+    of its own in builtins, which cloudpickle then refuses to pickle: the executor puts print back."""
     home = tmp_path / "home"
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}

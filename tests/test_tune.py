@@ -10,7 +10,6 @@ import dataclasses
 import io
 import json
 import os
-import secrets
 import shlex
 import subprocess
 import sys
@@ -20,13 +19,12 @@ import pytest
 
 pytest.importorskip("ray.tune")
 pytest.importorskip("sb3_contrib")
-import ray  # noqa: E402
 
 from agents.train import TrainConfig, train  # noqa: E402
 from agents.tune import METRICS  # noqa: E402
 from schedgym.cli import build_parser, main  # noqa: E402
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("local_ray")]
 
 # Tiny training (tests/helpers.py's TINY) on a loaded workload, so that trials differ in their figures.
 TINY_ARGS = [
@@ -42,31 +40,9 @@ def engine():
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory) -> Path:
-    """The home folder of this process and of the module's Ray (its workers inherit it): it must stay empty."""
-    return tmp_path_factory.mktemp("home")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def local_ray(home, tmp_path_factory):
-    """One small local Ray for the module: 2 CPUs, no dashboard, no usage statistics, a token in the
-    environment, its temp dir under pytest's. run_tune finds it initialised, uses it and leaves it running."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HOME", str(home))
-        mp.setenv("RAY_USAGE_STATS_ENABLED", "0")
-        mp.setenv("RAY_AUTH_TOKEN", secrets.token_hex(32))
-        ray.init(
-            address="local",
-            num_cpus=2,
-            include_dashboard=False,
-            object_store_memory=100 * 1024 * 1024,
-            logging_level="ERROR",
-            _temp_dir=str(tmp_path_factory.mktemp("ray")),
-        )
-        try:
-            yield
-        finally:
-            ray.shutdown()
+def home(local_ray) -> Path:
+    """The home folder of this process and of the module's Ray (conftest's local_ray): it must stay empty."""
+    return local_ray
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,7 @@ and :func:`run_tasks` puts them in the deterministic (seed, setting, policy) ord
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import itertools
 import logging
@@ -428,7 +429,11 @@ class _ray_session:  # noqa: N801  (used as a context manager, like a function)
 
     def __exit__(self, *exc: object) -> None:
         if self.started:
+            printer = builtins.print
             self.ray.shutdown()
+            # Ray 2.60's shutdown leaves its own safe_print as builtins.print; cloudpickle then refuses to pickle
+            # the real print by reference, and a later Ray task or Tune trainable that prints fails.
+            builtins.print = printer
         for name, value in self._saved_env.items():
             if value is None:
                 os.environ.pop(name, None)
