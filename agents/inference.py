@@ -31,7 +31,17 @@ from schedgym.errors import SchedGymError
 
 ROW_WIDTH = len(CANDIDATE_FEATURES)  # as agents/row_policy.py, which needs torch
 
-__all__ = ["HUGE_NEG", "POLICIES", "MlpPolicyNetwork", "PolicyNetwork", "RowScorerNetwork", "load_policy_network"]
+__all__ = [
+    "HUGE_NEG",
+    "POLICIES",
+    "MlpPolicyNetwork",
+    "PolicyNetwork",
+    "RLlibActorNetwork",
+    "RowScorerNetwork",
+    "load_policy_network",
+    "load_rllib_network",
+    "rllib_network",
+]
 
 HUGE_NEG = -1e8  # the logit sb3-contrib's MaskableCategorical gives masked-out actions
 
@@ -254,6 +264,96 @@ class RowScorerNetwork(PolicyNetwork):
         pooled = np.concatenate([head, mean, top, count / k], axis=1)
         stop = _dense(pooled, self.stop, self.activation, last=True) @ self.stop_out[0].T + self.stop_out[1]
         return np.concatenate([stop, row_logits], axis=1)
+
+
+@dataclass(frozen=True, eq=False)
+class RLlibActorNetwork(PolicyNetwork):
+    """The actor of an RLlib module trained by ``schedgym train --algo rllib_ppo``
+    (:class:`schedgym.rllib.module.MaskedPPOTorchRLModule`), read from the ``.npz`` exported beside its
+    checkpoint: ``layers`` with the activation after each (``""``: none). Its action is the one RLlib's
+    deterministic forward pass picks: the argmax of the logits with illegal actions at :data:`HUGE_NEG` (the
+    module's ``MASKED_LOGIT``); the first index wins a tie, as with torch.argmax."""
+
+    layers: Layers
+    activations: tuple[str, ...]
+    algo: str = "rllib_ppo"
+
+    @property
+    def obs_dim(self) -> int:
+        return int(self.layers[0][0].shape[1])
+
+    @property
+    def n_actions(self) -> int:
+        return int(self.layers[-1][0].shape[0])
+
+    def _logits(self, x: np.ndarray) -> np.ndarray:
+        for (weight, bias), activation in zip(self.layers, self.activations, strict=True):
+            x = x @ weight.T + bias
+            if activation:
+                x = _ACTIVATIONS[activation](x)
+        return x
+
+    def act_batch(self, observations: np.ndarray, action_masks: np.ndarray | None = None) -> np.ndarray:
+        """The actions (int64, shape ``(n,)``) for observations ``(n, obs_dim)`` and masks ``(n, n_actions)``
+        (None: every action legal)."""
+        logits = self.logits_batch(observations)
+        if action_masks is not None:
+            if np.shape(action_masks) != logits.shape:
+                shape = np.shape(action_masks)
+                raise SchedGymError(f"Expected action masks of shape {logits.shape}, got {shape}")
+            logits = np.where(np.asarray(action_masks, bool), logits, np.float32(HUGE_NEG))
+        return np.argmax(logits, axis=1).astype(np.int64)
+
+
+MAX_NPZ_BYTES = 1 << 30  # an exported actor of 64 x 64 units is ~70 kB; this refuses a crafted giant
+
+
+def load_rllib_network(path: str | Path) -> RLlibActorNetwork:
+    """Read an actor exported by :func:`schedgym.rllib.export.save_actor` (``.npz``), checked by
+    :func:`rllib_network`. ``np.load`` runs with ``allow_pickle=False``: nothing in the file is executed."""
+    where = str(path)
+    try:
+        if Path(path).stat().st_size > MAX_NPZ_BYTES:
+            raise SchedGymError(f"{where}: more than {MAX_NPZ_BYTES:,} bytes, not an exported actor")
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {name: npz[name] for name in npz.files}
+    except OSError as exc:
+        raise SchedGymError(f"{where}: cannot read the model ({exc.strerror or exc})") from None
+    except (ValueError, zipfile.BadZipFile, zlib.error, EOFError):  # not an npz, or an object array
+        raise SchedGymError(f"{where}: not an actor exported by 'schedgym train --algo rllib_ppo'") from None
+    return rllib_network(arrays, where)
+
+
+def rllib_network(arrays: dict[str, np.ndarray], where: str = "the exported actor") -> RLlibActorNetwork:
+    """The network of an exported actor's arrays (:func:`schedgym.rllib.export.actor_arrays`), checked: its
+    format, one weight (2-D) and bias (1-D) per layer chained from the input to the logits, a known activation
+    after each. Training evaluates its module through this too, so it evaluates what compare will."""
+    from schedgym.rllib import NPZ_FORMAT
+
+    fmt = arrays.get("format")
+    if fmt is None or fmt.shape != () or str(fmt) != NPZ_FORMAT:
+        raise SchedGymError(f"{where}: not an actor exported by 'schedgym train --algo rllib_ppo' (format {fmt!r})")
+    activations = arrays.get("activations")
+    n = 0 if activations is None or activations.ndim != 1 else len(activations)
+    expected = {"format", "activations"} | {f"{p}{i}" for i in range(n) for p in ("weight", "bias")}
+    problem = ""
+    if n == 0 or activations is None or activations.dtype.kind != "U":
+        problem = "no list of activations"
+    elif set(arrays) != expected:
+        problem = f"its arrays are {sorted(arrays)}, expected {sorted(expected)}"
+    elif any(a and a not in _ACTIVATIONS for a in activations.tolist()):
+        problem = f"activations {activations.tolist()}; known: {', '.join(_ACTIVATIONS)}"
+    else:
+        shapes = [(arrays[f"weight{i}"].shape, arrays[f"bias{i}"].shape) for i in range(n)]
+        kinds = {arrays[f"{p}{i}"].dtype.kind for i in range(n) for p in ("weight", "bias")}
+        if kinds != {"f"} or any(len(w) != 2 or b != w[:1] for w, b in shapes):
+            problem = "a weight is not a float matrix or a bias does not match it"
+        elif any(w[1] != before[0] for (w, _), (before, _) in zip(shapes[1:], shapes[:-1], strict=True)):
+            problem = "its layer shapes do not chain"
+    if problem:
+        raise SchedGymError(f"{where}: not a supported exported actor ({problem})")
+    layers = tuple((arrays[f"weight{i}"].astype(np.float64), arrays[f"bias{i}"].astype(np.float64)) for i in range(n))
+    return RLlibActorNetwork(layers, tuple(str(a) for a in activations.tolist()))
 
 
 def _normalise(logits: np.ndarray) -> np.ndarray:

@@ -9,7 +9,9 @@ evaluation and the tests run it with :func:`schedgym.experiments.runner.run_poli
 A saved agent is ``NAME.zip`` (the stable-baselines3 model) plus ``NAME.json`` beside it (algorithm,
 environment id and configuration, training configuration). :func:`load_agent` evaluates it with a numpy
 forward pass (:mod:`agents.inference`), so evaluation needs neither torch nor stable-baselines3; those are
-the ``rl`` extra, for training.
+the ``rl`` extra, for training. An agent trained with RLlib (``--algo rllib_ppo``) is ``NAME.npz`` (its actor's
+weights, exported beside the RLlib checkpoint by :mod:`schedgym.rllib.export`) plus ``NAME.json``; it is
+evaluated in numpy too, without Ray.
 
 Safety: a stable-baselines3 ``.zip`` holds pickles, and SB3's ``load()`` (used by training, and by anyone who
 loads the file with SB3 or torch) unpickles them, which can run any code the file's author chose: load only
@@ -55,6 +57,8 @@ ALGOS: dict[str, tuple[str, str, bool]] = {
     "maskable_ppo": ("sb3_contrib", "MaskablePPO", True),
     "ppo": ("stable_baselines3", "PPO", False),
     "dqn": ("stable_baselines3", "DQN", False),
+    # RLlib's PPO with schedgym's masked module (schedgym/rllib/); trained by schedgym.rllib.train, saved as .npz
+    "rllib_ppo": ("ray.rllib.algorithms.ppo", "PPO", True),
 }
 
 
@@ -67,6 +71,8 @@ def algo_class(algo: str) -> Any:
     try:
         mod = __import__(module, fromlist=[name])
     except ImportError:
+        if algo == "rllib_ppo":
+            raise SchedGymError("RLlib's PPO needs the 'rllib' extra: pip install 'schedgym[rllib]'") from None
         raise SchedGymError(
             f"{name} needs the 'rl' extra (stable-baselines3, sb3-contrib, torch): pip install 'schedgym[rl]'"
         ) from None
@@ -164,22 +170,33 @@ class LearnedPolicy(Policy):
 
 
 def load_agent(path: str | Path, name: str | None = None) -> LearnedPolicy:
-    """The agent saved at ``path`` by ``schedgym train`` (``.zip`` and its ``.json``), evaluated in numpy."""
-    from agents.inference import load_policy_network
+    """The agent saved at ``path`` by ``schedgym train`` (``.zip``, or ``.npz`` for ``rllib_ppo``, and its
+    ``.json``), evaluated in numpy."""
+    from agents.inference import load_policy_network, load_rllib_network
 
     given = str(path)
     path = Path(path)
-    if path.suffix == "":  # SB3 saves NAME.zip for NAME
-        path = path.with_suffix(".zip")
-    if path.suffix != ".zip":
-        raise SchedGymError(f"Expected a model saved by 'schedgym train' (a .zip file), got {given!r}")
+    if path.suffix == "":  # SB3 saves NAME.zip for NAME; rllib_ppo runs export NAME.npz
+        zip_path = path.with_suffix(".zip")
+        path = zip_path if zip_path.is_file() or not path.with_suffix(".npz").is_file() else path.with_suffix(".npz")
+    if path.suffix not in (".zip", ".npz"):
+        raise SchedGymError(f"Expected a model saved by 'schedgym train' (a .zip or .npz file), got {given!r}")
     if not path.is_file():
         raise SchedGymError(f"No model at {given!r}")
     meta_path = path.with_suffix(".json")
     if not meta_path.is_file():
         raise SchedGymError(f"No {meta_path.name} beside {given}: was it saved by 'schedgym train'?")
     algo, config = describe(meta_path)
-    network = load_policy_network(path, algo, recorded_policy(meta_path))
+    if (path.suffix == ".npz") != (algo == "rllib_ppo"):
+        raise SchedGymError(
+            f"{given}: its {meta_path.name} says algorithm {algo!r}, which saves "
+            f"{'.npz' if algo == 'rllib_ppo' else '.zip'} models, not {path.suffix}"
+        )
+    network: Any
+    if algo == "rllib_ppo":
+        network = load_rllib_network(path)
+    else:
+        network = load_policy_network(path, algo, recorded_policy(meta_path))
     expected = observation_size(config.max_candidates)
     if network.obs_dim != expected or network.n_actions != config.max_candidates + 1:
         raise SchedGymError(

@@ -29,6 +29,7 @@ from schedgym._fielddocs import field_docs
 from schedgym.errors import ConfigError, SchedGymError
 from schedgym.limits import MAX_SEED
 from schedgym.registry import make_policy
+from schedgym.rllib import DEFAULT_REWARD_SCALE
 
 MAX_EVAL_WORKLOADS = 100
 MAX_N_ENVS = 256
@@ -40,7 +41,8 @@ class TrainConfig:
     """Everything one training run depends on."""
 
     algo: str = "maskable_ppo"
-    """maskable_ppo (reads action masks), ppo or dqn (both through IllegalActionAsWait)"""
+    """maskable_ppo (reads action masks), ppo or dqn (both through IllegalActionAsWait), or rllib_ppo (RLlib's
+    PPO with a masked module, schedgym/rllib; the rllib extra)"""
     env_id: str = "schedgym/Preemption-v1"
     """registered environment id"""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -101,6 +103,14 @@ class TrainConfig:
     """imitation: passes over the recorded decisions per round"""
     eval_baselines: tuple[str, ...] = ("fitgpp", "k8s")
     """rules run once on the validation workloads; every evaluation reports the agent's differences to them"""
+    num_env_runners: int = 0
+    """rllib_ppo: Ray actors collecting samples, n_envs environments each (0: the training process samples)"""
+    address: str | None = None
+    """rllib_ppo: the Ray cluster to train on ('auto': the one 'ray start --head' started here, or HOST:PORT);
+    None starts a local Ray for the run and stops it after"""
+    reward_scale: float = DEFAULT_REWARD_SCALE
+    """rllib_ppo: rewards are multiplied by this, so that returns (about -1,500) do not saturate PPO's
+    value-function clip; evaluation reports unscaled returns"""
 
     def __post_init__(self) -> None:
         if self.algo not in ALGOS:
@@ -147,7 +157,7 @@ class TrainConfig:
         if self.vec_env not in ("auto", "vector", "subproc", "dummy"):
             raise ConfigError(f"Expected vec_env 'auto', 'vector', 'subproc' or 'dummy', got {self.vec_env!r}")
         maskable = ALGOS[self.algo][2]
-        if self.vec_env == "auto":  # resolved here, so that a run's .json records what it used
+        if self.vec_env == "auto" and self.algo != "rllib_ppo":  # resolved here: a run's .json records it
             self.vec_env = "vector" if maskable else "subproc"
         if self.vec_env == "vector" and not maskable:
             # The vector environment's sub-environments cannot be wrapped one by one (IllegalActionAsWait).
@@ -182,6 +192,9 @@ class TrainConfig:
             raise ConfigError(f"Expected positive layer sizes in net_arch, got {self.net_arch!r}")
         if self.n_eval_workloads > MAX_EVAL_WORKLOADS:
             raise ConfigError(f"Expected n_eval_workloads <= {MAX_EVAL_WORKLOADS}, got {self.n_eval_workloads}")
+        from schedgym.rllib.config import check_rllib_fields  # imports no Ray
+
+        check_rllib_fields(self)
 
     def workload_kwargs(self) -> list[dict[str, Any]]:
         """``env_kwargs`` for each training workload (just ``env_kwargs`` without ``workloads``)."""
@@ -337,6 +350,10 @@ def train(config: TrainConfig, on_evaluation: Callable[[dict[str, Any]], None] |
     import schedgym  # noqa: F401
 
     maskable = ALGOS[config.algo][2]
+    if config.algo == "rllib_ppo":
+        from schedgym.rllib import import_rllib
+
+        import_rllib()  # not installed: one line now, before a run folder exists
     # Configuration errors must surface here, as one clear message, not inside a worker process.
     try:
         gym.make(config.env_id, **config.env_kwargs).close()
@@ -353,6 +370,10 @@ def train(config: TrainConfig, on_evaluation: Callable[[dict[str, Any]], None] |
     except OSError as exc:
         raise ConfigError(f"cannot create the run directory {run_dir}: {exc.strerror}") from None
     try:
+        if config.algo == "rllib_ppo":  # RLlib's own loop, same run folder and evaluation (schedgym/rllib/train.py)
+            from schedgym.rllib.train import train_rllib
+
+            return train_rllib(config, run_dir, on_evaluation or _ignore)
         return _train(config, run_dir, maskable, on_evaluation or _ignore)
     except BaseException:
         _remove_empty_dirs(created)  # a run that failed before writing anything leaves no empty folder

@@ -391,8 +391,9 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:
     """``schedgym train``: one option per TrainConfig field, its docstring as help."""
     tr = sub.add_parser(
         "train",
-        help="train a learned agent (stable-baselines3)",
-        description="Train MaskablePPO (default), PPO or DQN on a schedgym environment; needs the 'rl' extra.",
+        help="train a learned agent (stable-baselines3, or RLlib)",
+        description="Train MaskablePPO (default), PPO or DQN on a schedgym environment (the 'rl' extra), or RLlib's "
+        "PPO with --algo rllib_ppo (the 'rllib' extra; --num-env-runners, --address, --reward-scale).",
     )
     _add_train_config_arguments(tr)
 
@@ -421,6 +422,8 @@ def _add_train_config_arguments(
             tr.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=help_text)
         elif f.name == "env_kwargs":
             tr.add_argument(flag, type=_json_object, default=default, metavar="JSON", help=help_text)
+        elif f.name == "address":
+            tr.add_argument(flag, default=default, metavar="auto|HOST:PORT", help=help_text)
         elif f.name == "net_arch":
             tr.add_argument(flag, type=_int_tuple, default=default, metavar="64,64", help=help_text)
         elif f.name in ("workloads", "eval_baselines"):

@@ -179,7 +179,8 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
 
     def close_extras(self, **kwargs: Any) -> None:
         self._batch = None  # stops its threads
-        for env in self.envs:
+        # getattr: gymnasium 1.2's VectorEnv.__del__ closes an instance whose __init__ raised before envs existed.
+        for env in getattr(self, "envs", ()):
             env.close()
 
     # ------------------------------------------------------------------ the native batch

@@ -1,0 +1,314 @@
+"""``schedgym train --algo rllib_ppo``: PPO on RLlib's new API stack with
+:class:`~schedgym.rllib.module.MaskedPPOTorchRLModule` (needs the ``rllib`` extra).
+
+Reads top to bottom like the stable-baselines3 path (agents/train.py), and shares its run folder, seeds,
+validation workloads, evaluation and report:
+
+- ``total_timesteps`` environment steps are sampled, a PPO update of :func:`~schedgym.rllib.config.rollout_size`
+  steps at a time (RLlib's iterations: the last may overshoot by less than one update); ``num_env_runners``
+  Ray actors sample ``n_envs`` environments each (0: this process samples).
+- Every ``eval_freq`` steps the learner's current weights are exported as the numpy actor ``schedgym compare``
+  evaluates, and run on the validation workloads (:func:`agents.train.evaluate`); the best is kept.
+- The run folder gets ``checkpoint/`` (RLlib's, for ``Algorithm.from_checkpoint``), ``model.npz`` and
+  ``best_model.npz`` (the actor's weights, :mod:`schedgym.rllib.export`) with their ``.json``:
+  ``schedgym compare --policies fitgpp,mine:RUN/model.npz`` evaluates them in numpy, without Ray.
+
+Ray: without ``address`` a local Ray is started for the run and stopped after, as ``compare --executor ray``
+does it (:mod:`schedgym.experiments.executors`: no dashboard, usage statistics off, a token of its own for
+Ray 2.60's token authentication, Ray's default temp dir); a Ray already initialised in this process is used
+as it is. Seeds: ``seed`` goes to ``random``, numpy, torch and RLlib (``debugging(seed=...)``, which seeds
+each env runner and its environments).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import random
+import time
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from schedgym.errors import ConfigError
+from schedgym.rllib import import_rllib, make_env, register_envs
+from schedgym.rllib.config import ppo_settings
+
+CHECKPOINT_DIR = "checkpoint"
+
+
+class _KnownNoise(logging.Filter):
+    """Drops Ray's log records that tell a user of ``schedgym train`` nothing to act on: that PPO runs on the
+    new API stack (RLlib's default), that RLlib's own RLModule base builds a deprecated RLModuleConfig (on
+    every module, in every process), that gputil is missing (no GPU is used). Other warnings pass."""
+
+    LOGGERS = ("ray.rllib.algorithms.algorithm_config", "ray._common.deprecation", "ray.tune.utils.util")
+    MESSAGES = ("on the new API stack", "RLModule(config=[RLModuleConfig", "Install gputil")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        return not any(m in text for m in self.MESSAGES)
+
+
+_NOISE = _KnownNoise()
+
+
+def setup_env_runner(torch_threads: int, **_: Any) -> None:
+    """An ``on_environment_created`` callback, run in every env runner process before it builds its module:
+    ``torch_threads`` torch threads (its forward passes are a few small matrix products; more threads only
+    compete for the cores), and Ray's known noise filtered from its log."""
+    import torch
+
+    torch.set_num_threads(torch_threads)
+    for name in _KnownNoise.LOGGERS:
+        logging.getLogger(name).addFilter(_NOISE)  # the same object: added once however often this runs
+
+
+def algorithm_config(config: Any, settings: dict[str, Any] | None = None) -> Any:
+    """The ``PPOConfig`` of a :class:`~agents.train.TrainConfig` (:func:`~schedgym.rllib.config.ppo_settings`),
+    on the environment registered by :func:`~schedgym.rllib.register_envs`."""
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+    from schedgym.rllib.module import MaskedPPOTorchRLModule
+
+    settings = settings or ppo_settings(config)
+    return (
+        PPOConfig()
+        .environment(config.env_id, env_config={**config.env_kwargs, "reward_scale": settings["reward_scale"]})
+        .env_runners(**settings["env_runners"])
+        .training(**settings["training"])
+        .rl_module(
+            rl_module_spec=RLModuleSpec(module_class=MaskedPPOTorchRLModule, model_config=settings["model_config"])
+        )
+        .callbacks(on_environment_created=partial(setup_env_runner, config.torch_threads))
+        # A failed env runner fails the run: a restarted one would sample other episodes than the seed gives.
+        .fault_tolerance(restart_failed_env_runners=False)
+        .debugging(seed=config.seed)
+    )
+
+
+@contextlib.contextmanager
+def algorithm(config: Any, folder: Path, ppo_config: Any = None) -> Iterator[Any]:
+    """The RLlib ``Algorithm`` of ``config`` (or of ``ppo_config``, an :func:`algorithm_config`), stopped on
+    exit. Ray must be running and :func:`~schedgym.rllib.register_envs` called. The Algorithm is a Ray Tune
+    Trainable: built outside Tune it makes an empty log folder under ``~/ray_results``; it is made under
+    ``folder`` instead and removed after. Ray's known noise (:class:`_KnownNoise`) is filtered meanwhile."""
+    from ray.tune.trainable import trainable
+
+    ppo_config = ppo_config if ppo_config is not None else algorithm_config(config)
+    saved = trainable.DEFAULT_STORAGE_PATH
+    with _quiet_rllib():
+        trainable.DEFAULT_STORAGE_PATH = str(Path(folder).resolve())
+        try:
+            algo = ppo_config.build_algo()
+        finally:
+            trainable.DEFAULT_STORAGE_PATH = saved
+        try:
+            yield algo
+        finally:
+            algo.stop()
+            with contextlib.suppress(OSError):  # only if empty, as it is outside Tune
+                os.rmdir(algo.logdir)
+
+
+def train_rllib(config: Any, run_dir: Path) -> Path:
+    """Train ``config`` (``algo`` ``rllib_ppo``) into ``run_dir`` (made by :func:`agents.train.train`);
+    return ``run_dir``."""
+    ray = import_rllib()
+    import torch
+    from ray.rllib.core import DEFAULT_MODULE_ID
+
+    from agents.inference import rllib_network
+    from agents.learned import LearnedPolicy
+    from agents.train import (
+        FIGURES,
+        _finite,
+        _format_evaluation,
+        _workload_names,
+        _write_meta,
+        env_config,
+        evaluate,
+        run_figures,
+        validation_workloads,
+    )
+    from schedgym.experiments.executors import ExecutorConfig, _ray_session
+    from schedgym.registry import make_policy
+    from schedgym.rllib.export import actor_arrays, save_actor
+
+    torch.set_num_threads(config.torch_threads)
+    random.seed(config.seed)
+    np.random.seed(config.seed)
+    torch.manual_seed(config.seed)
+    settings = ppo_settings(config)
+    cfg = env_config(config.env_id, config.env_kwargs)
+
+    # --- the actor's layout, from the module RLlib builds, built here (the weights come from the learner)
+    ppo_config = algorithm_config(config, settings)
+    probe = make_env({**config.env_kwargs, "reward_scale": settings["reward_scale"]}, env_id=config.env_id)
+    with _quiet_rllib():
+        layout = ppo_config.get_rl_module_spec(env=probe).build()
+    probe.close()
+    actor_arrays(layout)  # an actor numpy cannot evaluate fails now, not after training
+
+    # --- fixed validation workloads, and the reference rules' figures on them
+    name = _workload_names(config)[0]
+    validation = validation_workloads(config.env_id, config.env_kwargs, config.n_eval_workloads)
+    baselines = {
+        rule: run_figures(make_policy(rule), config.env_id, config.env_kwargs, validation)
+        for rule in config.eval_baselines
+    }
+
+    def evaluate_weights(weights: dict[str, Any]) -> dict[str, Any]:
+        """The validation figures of the actor with ``weights``, as compare evaluates its export, and the score
+        _train's evaluate_all gives one workload: the mean return over the first reference rule's."""
+        network = rllib_network(actor_arrays(layout, weights))
+        policy = LearnedPolicy(
+            network,
+            name="training",
+            queue=cfg.sim.queue,
+            max_candidates=cfg.max_candidates,
+            estimate_noise=cfg.estimate_noise,
+            maskable=True,
+        )
+        stats = evaluate(policy, config.env_id, config.env_kwargs, validation, True, baselines)
+        ref = baselines.get(config.eval_baselines[0]) if config.eval_baselines else None
+        scale = abs(float(np.mean(ref["return"]))) if ref else 1.0
+        return {"score": stats["mean_return"] / (scale if scale > 0 else 1.0), **stats, "workloads": {name: stats}}
+
+    best: dict[str, Any] = {"score": -np.inf}
+    history: list[dict[str, Any]] = []
+    rllib_meta = {"ray_version": ray.__version__, "checkpoint": CHECKPOINT_DIR, "settings": settings}
+
+    def keep_if_best(stats: dict[str, Any], weights: dict[str, Any]) -> None:
+        if stats["score"] > best["score"]:
+            best.clear()
+            best.update(stats)
+            save_actor(run_dir / "best_model.npz", layout, weights)
+            _write_meta(run_dir / "best_model.json", config, _finite({"evaluation": stats, "rllib": rllib_meta}))
+
+    register_envs()
+    # Env runners take a CPU each; a local Ray gets at least that many, even on a smaller machine.
+    executor = ExecutorConfig(
+        kind="ray", workers=max(os.cpu_count() or 1, config.num_env_runners), address=config.address
+    )
+    iterations: list[dict[str, Any]] = []
+    with _ray_session(ray, executor):
+        cpus = float(ray.cluster_resources().get("CPU", 0))
+        if config.num_env_runners > cpus:
+            raise ConfigError(
+                f"num_env_runners {config.num_env_runners} needs as many CPUs, and the Ray cluster has {cpus:g}"
+            )
+        with algorithm(config, run_dir, ppo_config) as algo:
+
+            def learner_weights() -> dict[str, Any]:
+                return algo.learner_group.get_weights([DEFAULT_MODULE_ID])[DEFAULT_MODULE_ID]
+
+            bar = _progress(config)
+            t0 = time.perf_counter()
+            steps = 0
+            while steps < config.total_timesteps:
+                result = algo.train()
+                previous, steps = steps, _sampled(result)
+                iterations.append(_iteration_summary(result, steps, config.reward_scale))
+                if bar is not None:  # the last update may overshoot the total: the bar stops at it
+                    bar.update(min(steps, config.total_timesteps) - previous)
+                if config.eval_freq and steps // config.eval_freq > len(history):
+                    weights = learner_weights()
+                    stats = evaluate_weights(weights)
+                    stats["timesteps"] = steps
+                    history.append(stats)
+                    keep_if_best(stats, weights)
+            seconds = time.perf_counter() - t0
+            if bar is not None:
+                bar.close()
+            # --- save: RLlib's checkpoint, the actor for compare, the final evaluation
+            algo.save_to_path(str((run_dir / CHECKPOINT_DIR).resolve()))
+            weights = learner_weights()
+            save_actor(run_dir / "model.npz", layout, weights)
+    final = evaluate_weights(weights)
+    summary = {
+        "train_seconds": seconds,
+        "timesteps_sampled": steps,
+        "steps_per_second": steps / seconds if seconds > 0 else float("nan"),
+        "baselines": {
+            name: {rule: {f: float(np.mean(v[f])) for f in ("return", *FIGURES)} for rule, v in baselines.items()}
+        },
+        "final_evaluation": final,
+        "best_evaluation": best if history else None,
+        "evaluations": history,
+        "iterations": iterations,
+        "rllib": rllib_meta,
+    }
+    _write_meta(run_dir / "model.json", config, _finite(summary))
+    keep_if_best(final, weights)  # best_model.npz is always there: the final model when nothing did better
+    print(f"trained {steps} steps in {seconds:.0f} s: {steps / seconds:,.0f} steps/s")
+    print(_format_evaluation(final, config.eval_baselines))
+    print(
+        f"saved {run_dir / CHECKPOINT_DIR}, {run_dir / 'model.npz'} and best_model.npz "
+        f"(validation score {best['score']:.3f})"
+    )
+    return run_dir
+
+
+def _sampled(result: dict[str, Any]) -> int:
+    """Environment steps sampled so far, from an RLlib result."""
+    from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME
+
+    value = result.get(NUM_ENV_STEPS_SAMPLED_LIFETIME)
+    if value is None:
+        value = result[ENV_RUNNER_RESULTS][NUM_ENV_STEPS_SAMPLED_LIFETIME]
+    return int(value)
+
+
+def _iteration_summary(result: dict[str, Any], steps: int, reward_scale: float) -> dict[str, Any]:
+    """What the run's .json keeps of one RLlib iteration: its episodes' mean return, unscaled, and the
+    learner's losses and times."""
+    from ray.rllib.core import DEFAULT_MODULE_ID
+
+    runners = result.get("env_runners", {})
+    learner = result.get("learners", {}).get(DEFAULT_MODULE_ID, {})
+    timers = result.get("timers", {})
+    ret = runners.get("episode_return_mean")
+    out: dict[str, Any] = {
+        "timesteps": steps,
+        "seconds": float(result.get("time_this_iter_s", float("nan"))),
+        "episode_return_mean": None if ret is None else float(ret) / reward_scale,
+        "sample_seconds": timers.get("env_runner_sampling_timer"),
+        "learn_seconds": timers.get("learner_update_timer"),
+    }
+    for key in ("policy_loss", "vf_loss", "vf_loss_unclipped", "vf_explained_var", "entropy"):
+        if key in learner:
+            out[key] = float(learner[key])
+    return {k: (float(v) if isinstance(v, (np.floating, np.integer)) else v) for k, v in out.items()}
+
+
+def _progress(config: Any) -> Any:
+    """A progress bar over environment steps (tqdm, the ``cli`` extra), or None."""
+    if not config.progress:
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=config.total_timesteps, unit="step", desc="rllib_ppo")
+
+
+@contextlib.contextmanager
+def _quiet_rllib() -> Iterator[None]:
+    """:class:`_KnownNoise` filtered from this process's log for the run."""
+    loggers = [logging.getLogger(name) for name in _KnownNoise.LOGGERS]
+    for logger in loggers:
+        logger.addFilter(_NOISE)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeFilter(_NOISE)
+
+
+__all__ = ["CHECKPOINT_DIR", "algorithm", "algorithm_config", "setup_env_runner", "train_rllib"]
