@@ -200,8 +200,9 @@ def test_a_damaged_export_is_refused_in_one_message(module, tmp_path):
 # ------------------------------------------------------------------ RLlib: one training iteration
 @pytest.fixture(scope="module")
 def trained_algo(tmp_path_factory):
-    """An RLlib PPO with one remote env runner after one training iteration (64 steps, 2 minibatches)."""
-    config = TrainConfig(**{**TINY_RLLIB, "num_env_runners": 1})
+    """An RLlib PPO with one remote env runner after one training iteration (64 steps, 2 minibatches); 2
+    torch threads, where Ray would give its actor 1."""
+    config = TrainConfig(**{**TINY_RLLIB, "num_env_runners": 1, "torch_threads": 2})
     with algorithm(config, tmp_path_factory.mktemp("logdir")) as algo:
         result = algo.train()
         yield algo, result
@@ -232,9 +233,9 @@ def test_env_runners_step_the_env_with_masks_and_take_no_illegal_action(trained_
     assert checked >= 200
 
 
-def test_env_runners_use_one_torch_thread(trained_algo):
+def test_env_runners_use_the_configured_torch_threads(trained_algo):
     algo, _ = trained_algo
-    assert algo.env_runner_group.foreach_env_runner(lambda _: torch.get_num_threads(), local_env_runner=False) == [1]
+    assert algo.env_runner_group.foreach_env_runner(lambda _: torch.get_num_threads(), local_env_runner=False) == [2]
 
 
 # ------------------------------------------------------------------ the command line, and compare
@@ -331,15 +332,43 @@ def test_train_config_refuses_what_rllib_ppo_does_not_do(changes, message):
 
 @pytest.mark.slow
 def test_cli_starts_and_stops_its_own_ray_leaving_the_home_folder_empty(tmp_path):
-    home = tmp_path / "home"
-    home.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-    env.update(HOME=str(home), RAY_USAGE_STATS_ENABLED="0")
-    done = subprocess.run(
-        [sys.executable, "-m", "schedgym.cli", "train", *TINY_ARGS, "--num-env-runners", "1", "--run-dir", "runs"],
-        capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path,
-    )  # fmt: skip
+    done = train_in_subprocess(tmp_path, "--num-env-runners", "1")
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""  # no Ray or RLlib warnings
     assert "validation (score" in done.stdout
-    assert list(home.iterdir()) == []
+    assert list((tmp_path / "home").iterdir()) == []
+
+
+def train_in_subprocess(tmp_path: Path, *args: str, **ray_env: str) -> subprocess.CompletedProcess:
+    """``schedgym train ARGS`` in a fresh interpreter whose home folder is ``tmp_path/home``, with no RAY_
+    variables but ``ray_env`` (and usage statistics off)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env.update(HOME=str(home), RAY_USAGE_STATS_ENABLED="0", **ray_env)
+    return subprocess.run(
+        [sys.executable, "-m", "schedgym.cli", "train", *TINY_ARGS, *args, "--run-dir", str(tmp_path / "runs")],
+        capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path,
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_cli_trains_on_a_running_cluster_given_its_address_and_token(tmp_path):
+    address = ray.get_runtime_context().gcs_address  # this module's Ray, as another process reaches it
+    # A client of a cluster with token authentication needs both: without RAY_AUTH_MODE it sends no token.
+    token = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": os.environ["RAY_AUTH_TOKEN"]}
+    done = train_in_subprocess(tmp_path, "--num-env-runners", "1", "--address", address, **token)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    assert ray.is_initialized()  # the cluster keeps running
+    assert list((tmp_path / "home").iterdir()) == []
+
+
+@pytest.mark.slow
+def test_cli_without_the_clusters_token_is_one_line_exit_2(tmp_path):
+    address = ray.get_runtime_context().gcs_address
+    done = train_in_subprocess(tmp_path, "--address", address, RAY_AUTH_MODE="token")
+    assert done.returncode == 2
+    assert done.stderr.startswith("schedgym: error: --address") and "RAY_AUTH_TOKEN" in done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert not (tmp_path / "runs").exists()

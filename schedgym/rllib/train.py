@@ -197,7 +197,15 @@ def train_rllib(config: Any, run_dir: Path) -> Path:
         kind="ray", workers=max(os.cpu_count() or 1, config.num_env_runners), address=config.address
     )
     iterations: list[dict[str, Any]] = []
-    with _ray_session(ray, executor):
+    with contextlib.ExitStack() as session:
+        try:
+            session.enter_context(_ray_session(ray, executor))
+        except ray.exceptions.AuthenticationError:
+            # Ray 2.60's clusters may require a token; without one Ray raises this (not a connection error).
+            raise ConfigError(
+                f"--address {config.address!r}: the Ray cluster uses token authentication and this process has "
+                "no token; set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) to the cluster's"
+            ) from None
         cpus = float(ray.cluster_resources().get("CPU", 0))
         if config.num_env_runners > cpus:
             raise ConfigError(
@@ -266,20 +274,18 @@ def _sampled(result: dict[str, Any]) -> int:
 
 
 def _iteration_summary(result: dict[str, Any], steps: int, reward_scale: float) -> dict[str, Any]:
-    """What the run's .json keeps of one RLlib iteration: its episodes' mean return, unscaled, and the
-    learner's losses and times."""
+    """What the run's .json keeps of one RLlib iteration: its time, its episodes' mean return (RLlib's
+    window over recent episodes), unscaled, and the learner's losses. (RLlib's sampling and update timers are
+    smoothed over iterations; benchmarks/bench_rllib.py times them itself.)"""
     from ray.rllib.core import DEFAULT_MODULE_ID
 
     runners = result.get("env_runners", {})
     learner = result.get("learners", {}).get(DEFAULT_MODULE_ID, {})
-    timers = result.get("timers", {})
     ret = runners.get("episode_return_mean")
     out: dict[str, Any] = {
         "timesteps": steps,
         "seconds": float(result.get("time_this_iter_s", float("nan"))),
         "episode_return_mean": None if ret is None else float(ret) / reward_scale,
-        "sample_seconds": timers.get("env_runner_sampling_timer"),
-        "learn_seconds": timers.get("learner_update_timer"),
     }
     for key in ("policy_loss", "vf_loss", "vf_loss_unclipped", "vf_explained_var", "entropy"):
         if key in learner:
