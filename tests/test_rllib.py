@@ -288,8 +288,10 @@ def test_a_saved_agent_loads_by_its_name_without_suffix(run_dir):
 
 # RLlib registers its env runner's environment with gymnasium again at each build in one process.
 @pytest.mark.filterwarnings("ignore:.*Overriding environment rllib-single-agent-env-v0")
-def test_training_is_deterministic_for_a_seed(tmp_path):
-    runs = [train(TrainConfig(**{**TINY_RLLIB, "run_dir": str(tmp_path / name)})) for name in ("a", "b")]
+@pytest.mark.parametrize("runners", [0, pytest.param(1, marks=pytest.mark.slow)])
+def test_training_is_deterministic_for_a_seed(tmp_path, runners):
+    config = {**TINY_RLLIB, "num_env_runners": runners}
+    runs = [train(TrainConfig(**{**config, "run_dir": str(tmp_path / name)})) for name in ("a", "b")]
     first, second = (np.load(run / "model.npz") for run in runs)
     assert first.files == second.files
     assert all(np.array_equal(first[k], second[k]) for k in first.files)
