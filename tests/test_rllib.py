@@ -297,6 +297,15 @@ def test_training_is_deterministic_for_a_seed(tmp_path, runners):
     assert all(np.array_equal(first[k], second[k]) for k in first.files)
 
 
+@pytest.mark.filterwarnings("ignore:.*Overriding environment rllib-single-agent-env-v0")
+def test_train_reports_every_evaluation_to_its_hook(tmp_path):
+    reported: list[dict] = []
+    run = train(TrainConfig(**{**TINY_RLLIB, "run_dir": str(tmp_path)}), on_evaluation=reported.append)
+    assert [r.get("final", False) for r in reported] == [False, True]
+    assert all(r["timesteps"] >= 64 and "te_p95" in r["figures"] for r in reported)
+    assert reported[-1]["score"] == json.loads((run / "model.json").read_text())["final_evaluation"]["score"]
+
+
 # ------------------------------------------------------------------ errors
 def test_negative_num_env_runners_is_one_line_exit_2(capsys, tmp_path):
     with pytest.raises(SystemExit) as exit_info:  # argparse's type check: it exits from parse_args

@@ -27,7 +27,7 @@ import logging
 import os
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -116,9 +116,11 @@ def algorithm(config: Any, folder: Path, ppo_config: Any = None) -> Iterator[Any
                 os.rmdir(algo.logdir)
 
 
-def train_rllib(config: Any, run_dir: Path) -> Path:
+def train_rllib(config: Any, run_dir: Path, on_evaluation: Callable[[dict[str, Any]], None] | None = None) -> Path:
     """Train ``config`` (``algo`` ``rllib_ppo``) into ``run_dir`` (made by :func:`agents.train.train`);
-    return ``run_dir``."""
+    return ``run_dir``. ``on_evaluation`` is :func:`agents.train.train`'s hook: called with every validation
+    evaluation's statistics (``timesteps`` included), the final one with ``final`` True once the files are
+    written."""
     ray = import_rllib()
     import torch
     from ray.rllib.core import DEFAULT_MODULE_ID
@@ -231,6 +233,8 @@ def train_rllib(config: Any, run_dir: Path) -> Path:
                     stats["timesteps"] = steps
                     history.append(stats)
                     keep_if_best(stats, weights)
+                    if on_evaluation is not None:
+                        on_evaluation(stats)
             seconds = time.perf_counter() - t0
             if bar is not None:
                 bar.close()
@@ -254,6 +258,8 @@ def train_rllib(config: Any, run_dir: Path) -> Path:
     }
     _write_meta(run_dir / "model.json", config, _finite(summary))
     keep_if_best(final, weights)  # best_model.npz is always there: the final model when nothing did better
+    if on_evaluation is not None:
+        on_evaluation({**final, "timesteps": steps, "final": True})
     print(f"trained {steps} steps in {seconds:.0f} s: {steps / seconds:,.0f} steps/s")
     print(_format_evaluation(final, config.eval_baselines))
     print(
