@@ -352,6 +352,7 @@ def rllib_network(arrays: dict[str, np.ndarray], where: str = "the exported acto
             problem = "its layer shapes do not chain"
     if problem:
         raise SchedGymError(f"{where}: not a supported exported actor ({problem})")
+    assert activations is not None  # checked above
     layers = tuple((arrays[f"weight{i}"].astype(np.float64), arrays[f"bias{i}"].astype(np.float64)) for i in range(n))
     return RLlibActorNetwork(layers, tuple(str(a) for a in activations.tolist()))
 

@@ -80,7 +80,7 @@ def bench_sb3(kind: str, n_envs: int, steps: int, seed: int) -> dict[str, float]
     if kind == "vector":
         from agents.vec_env import SB3VecEnv
 
-        venv = SB3VecEnv(gym.make_vec(ENV_ID, num_envs=n_envs, vectorization_mode="vector_entry_point"))
+        venv = SB3VecEnv(gym.make_vec(ENV_ID, num_envs=n_envs, vectorization_mode="vector_entry_point"))  # type: ignore[arg-type]
     else:
         cls = SubprocVecEnv if kind == "subproc" else DummyVecEnv
         venv = cls([_monitored_env for _ in range(n_envs)])
@@ -128,8 +128,8 @@ def bench_rllib(runners: int, n_envs: int, steps: int, seed: int, folder: Path) 
         seed=seed,
         progress=False,
     )
-    times = {"sample": 0.0, "sampled": 0, "learn": 0.0, "learned_steps": 0}
-    sample = ppo_module.synchronous_parallel_sample
+    times = {"sample": 0.0, "sampled": 0.0, "learn": 0.0, "learned_steps": 0.0}
+    sample: Any = ppo_module.synchronous_parallel_sample  # returns (episodes, metrics) here
 
     def timed_sample(*args: Any, **kwargs: Any) -> Any:
         t0 = time.perf_counter()
