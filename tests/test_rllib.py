@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("ray.rllib")
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("local_ray")]
 
 import gymnasium as gym  # noqa: E402
 import ray  # noqa: E402
@@ -55,26 +54,10 @@ TINY_ARGS = [
 
 
 @pytest.fixture(scope="module", autouse=True)
-def local_ray(tmp_path_factory):
-    """One small local Ray for the module: 2 CPUs, no dashboard, no usage statistics, a token in the
-    environment (else Ray 2.60 writes ~/.ray/auth_token), its temp dir under pytest's. Training finds it
-    initialised, uses it and leaves it running."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("RAY_USAGE_STATS_ENABLED", "0")
-        mp.setenv("RAY_AUTH_TOKEN", secrets.token_hex(32))
-        ray.init(
-            address="local",
-            num_cpus=2,
-            include_dashboard=False,
-            object_store_memory=100 * 1024 * 1024,
-            logging_level="ERROR",
-            _temp_dir=str(tmp_path_factory.mktemp("ray")),
-        )
-        register_envs()
-        try:
-            yield
-        finally:
-            ray.shutdown()
+def rllib_envs(local_ray):
+    """schedgym's environments registered with RLlib, in conftest's local Ray (which training finds
+    initialised, uses and leaves running; it checks the home folder is left empty)."""
+    register_envs()
 
 
 def legal_rollout(env: gym.Env, seed: int, rng: np.random.Generator) -> list[dict[str, np.ndarray]]:
