@@ -242,7 +242,7 @@ def check_env_kwargs(env_id: str, env_kwargs: object) -> None:
     if steps is not None and (not isinstance(steps, int) or isinstance(steps, bool) or not 1 <= steps <= 2**31 - 1):
         raise ConfigError(f"env_kwargs: expected max_episode_steps from 1 to {2**31 - 1}, got {steps!r}")
     try:
-        env_config(env_id, {k: v for k, v in env_kwargs.items() if k != "max_episode_steps"})
+        env_config(env_id, env_kwargs)
     except ConfigError:
         raise
     except (SchedGymError, TypeError, ValueError) as exc:
@@ -250,13 +250,15 @@ def check_env_kwargs(env_id: str, env_kwargs: object) -> None:
 
 
 def env_config(env_id: str, env_kwargs: dict[str, Any]) -> Any:
-    """The :class:`~schedgym.envs.EnvConfig` of ``gym.make(env_id, **env_kwargs)``."""
+    """The :class:`~schedgym.envs.EnvConfig` of ``gym.make(env_id, **env_kwargs)`` (``max_episode_steps`` is
+    gym.make's, not the configuration's)."""
     import gymnasium as gym
 
     import schedgym  # noqa: F401  (registers the ids)
     from schedgym.envs import EnvConfig
 
-    return EnvConfig(**{**gym.spec(env_id).kwargs, **env_kwargs})
+    own = {k: v for k, v in env_kwargs.items() if k != "max_episode_steps"}
+    return EnvConfig(**{**gym.spec(env_id).kwargs, **own})
 
 
 def validation_workloads(env_id: str, env_kwargs: dict[str, Any], n: int) -> list[Any]:

@@ -74,6 +74,7 @@ NOT_SEARCHABLE = {
     "tensorboard": "it changes no result; set it with --tensorboard or --no-tensorboard",
     "progress": "trials show no progress bar",
     "torch_threads": "every trial trains with one torch thread (it requests one CPU)",
+    "address": "it says where the trials' training runs, not what it is: tune's own --address places the trials",
 }
 """TrainConfig fields that are never searched, and why"""
 ENV_SEARCHABLE = ("max_candidates", "reward", "te_weight", "be_weight", "preemption_cost")

@@ -70,3 +70,17 @@ def test_cli_starts_and_stops_its_own_ray_leaving_the_home_folder_empty(tmp_path
     assert done.stderr == ""  # no Ray warnings (token authentication's included)
     assert "fitgpp" in done.stdout
     assert list(home.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_a_cluster_refusing_the_driver_without_its_token_is_one_line_exit_2(tmp_path):
+    address = ray.get_runtime_context().gcs_address  # this module's Ray, as another process reaches it
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env.update(HOME=str(tmp_path), RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="token")
+    done = subprocess.run(
+        [sys.executable, "-m", "schedgym.cli", "compare", "--executor", "ray", "--address", address, *SMALL_ARGS],
+        capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.startswith("schedgym: error: --address") and "RAY_AUTH_TOKEN" in done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr

@@ -127,6 +127,14 @@ def test_training_on_a_bundled_trace_validates_on_its_validation_windows(tmp_pat
     assert (run_dir / "model.zip").is_file()
 
 
+def test_max_episode_steps_in_env_kwargs_is_gym_makes_not_the_configurations():
+    from agents.train import env_config, validation_workloads
+
+    kwargs = {"n_jobs": 50, "max_episode_steps": 20}  # it used to reach EnvConfig there: TypeError
+    assert env_config("schedgym/Preemption-v1", kwargs).n_jobs == 50
+    assert len(validation_workloads("schedgym/Preemption-v1", kwargs, 1)) == 1
+
+
 @pytest.mark.parametrize(
     "kwargs, needle",
     [({"env_id": "nosuch/Env-v0"}, "Unknown env_id"), ({"learning_rate": float("inf")}, "learning_rate")],

@@ -370,6 +370,10 @@ def _ray_get(ray: Any, ref: Any) -> RunOutcome:
         raise
 
 
+class _NeverRaised(Exception):
+    """Stands for an exception class this Ray version does not have."""
+
+
 class _ray_session:  # noqa: N801  (used as a context manager, like a function)
     """Connect to Ray for one comparison or sweep. With no address, start a local Ray with ``workers`` CPUs
     (default all), no dashboard, usage statistics off unless set, and a token of its own for token
@@ -388,8 +392,16 @@ class _ray_session:  # noqa: N801  (used as a context manager, like a function)
         if ray.is_initialized():
             return False
         if executor.address is not None:
+            # A cluster with token authentication refuses a driver without its token (Ray 2.60:
+            # AuthenticationError, which older Rays do not have).
+            refused = getattr(getattr(ray, "exceptions", None), "AuthenticationError", _NeverRaised)
             try:
                 ray.init(address=executor.address, logging_level="WARNING", log_to_driver=True)
+            except refused:
+                raise ConfigError(
+                    f"--address {executor.address!r}: the Ray cluster uses token authentication and this process "
+                    "has no token; set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) to the cluster's"
+                ) from None
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                 raise ConfigError(f"--address {executor.address!r}: cannot connect to Ray ({message})") from None

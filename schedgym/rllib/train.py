@@ -200,14 +200,7 @@ def train_rllib(config: Any, run_dir: Path, on_evaluation: Callable[[dict[str, A
     )
     iterations: list[dict[str, Any]] = []
     with contextlib.ExitStack() as session:
-        try:
-            session.enter_context(_ray_session(ray, executor))
-        except ray.exceptions.AuthenticationError:
-            # Ray 2.60's clusters may require a token; without one Ray raises this (not a connection error).
-            raise ConfigError(
-                f"--address {config.address!r}: the Ray cluster uses token authentication and this process has "
-                "no token; set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) to the cluster's"
-            ) from None
+        session.enter_context(_ray_session(ray, executor))  # a refused token is a ConfigError there
         cpus = float(ray.cluster_resources().get("CPU", 0))
         if config.num_env_runners > cpus:
             raise ConfigError(
