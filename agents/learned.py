@@ -39,6 +39,7 @@ BUNDLED = {
     "ppo": BUNDLED_DIR / "ppo_paper.zip",
     "dagger": BUNDLED_DIR / "dagger_paper.zip",
     "dagger-realistic": BUNDLED_DIR / "dagger_realistic.zip",
+    "dagger-nowait": BUNDLED_DIR / "dagger_nowait_paper.zip",
 }
 # The bundled files' SHA-256 sums, checked before the bundled agent is loaded: a file changed after the
 # release (by accident or not) is refused. Replacing the bundled agent means updating these.
@@ -49,6 +50,8 @@ BUNDLED_SHA256 = {
     "dagger_paper.json": "2e6e51299694bc66244c335f38910104ad96722785fd4fb66de7501d052cb513",
     "dagger_realistic.zip": "aa3cc8ae85baf63d15199d1b9f0478a9613a6143603939021610f6b45e753b69",
     "dagger_realistic.json": "dd26009f36baa71d82db5cc7173508237dd9c0433a84a2e0f9276ab0ae4977a3",
+    "dagger_nowait_paper.zip": "703a09fcf8ec410c22cfad7727667f77e4d154f94b03f8b4181dc6fb82c23c53",
+    "dagger_nowait_paper.json": "12ad62903f24d3d12d81c4fb6e6aff660a810ec39992f666facfe50963ecc678",
 }
 MAX_META_BYTES = 1 << 20  # a saved agent's .json is a few kB
 

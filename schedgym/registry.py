@@ -126,6 +126,15 @@ register_policy(
     kwargs={"horizon": None, "preemption_cost": 10.0},
     description="lookahead charging 10 per preemption: fewer, better-chosen preemptions",
 )
+# Never waiting when it can serve the request (wait=False), and charging 10 per preemption: on the paper
+# validation seeds it dominated both fitgpp and k8s, and an agent taught by it does not have to guess when
+# to wait, which depends on a future its observation does not show (docs/lookahead.md).
+register_policy(
+    "lookahead-nowait-pc10",
+    "baselines.lookahead:Lookahead",
+    kwargs={"horizon": None, "preemption_cost": 10.0, "wait": False},
+    description="lookahead-pc10 that always serves a request it can: chooses only how, never whether",
+)
 register_policy(
     "lookahead-6h",
     "baselines.lookahead:Lookahead",
@@ -144,6 +153,13 @@ register_policy(
     "agents.learned:bundled_agent",
     kwargs={"name": "dagger"},
     description="a bundled row-scorer agent taught by lookahead (DAgger on paper, 64 rows), evaluated in numpy",
+    learned=True,
+)
+register_policy(
+    "dagger-nowait",
+    "agents.learned:bundled_agent",
+    kwargs={"name": "dagger-nowait"},
+    description="dagger's recipe taught by lookahead-nowait-pc10 (never waits when it can serve), evaluated in numpy",
     learned=True,
 )
 register_policy(
