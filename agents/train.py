@@ -611,6 +611,8 @@ def _imitate(config: TrainConfig, model: Any, maskable: bool, kwargs_of: list[di
     from schedgym.experiments.runner import run_policy
     from schedgym.sim.cluster import resolve_cluster
 
+    if config.imitate is None:
+        raise ConfigError("imitation needs an expert: set imitate (--imitate NAME)")
     demos = Demonstrations()
     rounds: list[dict[str, Any]] = []
     expert = make_policy(config.imitate)  # built once (a saved agent is loaded once), reset before every run
