@@ -140,14 +140,17 @@ def _row(name: str, values: list[float], formats: list[tuple[int, int]], width: 
     return f"{name:<{width}} " + " ".join(cells)
 
 
-def _nan_to_none(obj: Any) -> Any:
-    # Strict JSON has no NaN; a class with no jobs (a trace without TE jobs, say) reports null instead.
+def json_ready(obj: Any) -> Any:
+    """``obj`` for strict JSON: NaN (a class without jobs, an interval from one seed) becomes null, tuples
+    lists, numpy scalars Python ones, keys strings. Infinities are left for the writer to refuse."""
     if isinstance(obj, float) and math.isnan(obj):
         return None
     if isinstance(obj, dict):
-        return {k: _nan_to_none(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_nan_to_none(v) for v in obj]
+        return {str(k): json_ready(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_ready(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return json_ready(obj.item())
     return obj
 
 
@@ -172,7 +175,7 @@ def write_json(path: str, result: ComparisonResult) -> None:
     """The summary as strict JSON: NaN (a class without jobs) becomes null; an infinite figure, which the
     input limits (schedgym.limits) should make impossible, is an error naming where it is, and no file is
     written."""
-    payload = _nan_to_none(result.summary())
+    payload = json_ready(result.summary())
     place = _non_finite(payload)
     if place is not None:
         raise SchedGymError(f"cannot write {path}: {place} is not a finite number, and JSON has no infinity")

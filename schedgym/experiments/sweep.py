@@ -51,6 +51,7 @@ from schedgym.experiments.compare import (
     dominance,
 )
 from schedgym.experiments.executors import ExecutorConfig, RunOutcome, RunSetting, execute, grid_context, make_tasks
+from schedgym.experiments.report import json_ready
 from schedgym.sim.cluster import ClusterSpec, resolve_cluster
 from schedgym.sim.metrics import RunResult
 from schedgym.sim.simulator import SimConfig
@@ -502,24 +503,10 @@ def _where(result: SweepResult) -> str:
     return ", " + ", ".join(shown) if shown else ""
 
 
-def _json_ready(obj: Any) -> Any:
-    # Strict JSON: NaN (a class without jobs, an interval from one seed) becomes null; a tuple (a table
-    # field's value) a list.
-    if isinstance(obj, float) and math.isnan(obj):
-        return None
-    if isinstance(obj, dict):
-        return {str(k): _json_ready(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_ready(v) for v in obj]
-    if isinstance(obj, np.generic):
-        return _json_ready(obj.item())
-    return obj
-
-
 def write_json(path: str | Path, result: SweepResult) -> None:
     """:meth:`SweepResult.summary` as strict JSON (NaN as null), written whole, then renamed into place. An
     infinite figure, which the input limits should make impossible, is an error and no file is written."""
-    payload = _json_ready(result.summary())
+    payload = json_ready(result.summary())
     try:
         text = json.dumps(payload, indent=2, allow_nan=False) + "\n"  # in full before the file is opened
     except ValueError:
