@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -495,6 +496,13 @@ def write_plot(path: str, result: ComparisonResult) -> None:
     """Slowdown tails per class (all seeds pooled) and a TE-p95 vs BE-p99 scatter with 95% CIs.
 
     The image goes to a temporary file beside ``path`` first and is renamed to it once complete."""
+    save_figure(path, lambda: _plot_figure(result), dpi=120)
+
+
+def save_figure(path: str | Path, draw: Callable[[], Any], dpi: int) -> None:
+    """Write the figure ``draw()`` makes to ``path`` (its suffix the format) atomically, for compare's and
+    sweep's plots: matplotlib missing and a format it cannot write are one-line errors, checked before
+    anything is drawn."""
     try:
         import matplotlib
         from matplotlib.backend_bases import FigureCanvasBase
@@ -507,8 +515,8 @@ def write_plot(path: str, result: ComparisonResult) -> None:
     fig = None
     try:
         with atomic_open(target, "wb") as fh:
-            fig = _plot_figure(result)
-            fig.savefig(fh, format=fmt, dpi=120, bbox_inches=None if _outside_legends() else "tight")
+            fig = draw()
+            fig.savefig(fh, format=fmt, dpi=dpi, bbox_inches=None if _outside_legends() else "tight")
     except ValueError as exc:  # matplotlib's answer to a file type it cannot write after all
         raise SchedGymError(f"cannot write {path}: {exc}") from None
     finally:

@@ -51,7 +51,7 @@ from schedgym.experiments.compare import (
     dominance,
 )
 from schedgym.experiments.executors import ExecutorConfig, RunOutcome, RunSetting, execute, grid_context, make_tasks
-from schedgym.experiments.report import json_ready
+from schedgym.experiments.report import json_ready, save_figure
 from schedgym.sim.cluster import ClusterSpec, resolve_cluster
 from schedgym.sim.metrics import RunResult
 from schedgym.sim.simulator import SimConfig
@@ -599,27 +599,7 @@ def write_plot(path: str | Path, result: SweepResult) -> None:
     """How each figure moves along each swept field: one column of panels per field, one panel per figure
     (TE p95, BE p50, BE p95, BE p99), the field's values on x, a line per policy with 95% CI error bars;
     other swept fields averaged (:func:`marginal`). Needs matplotlib; written whole, then renamed."""
-    try:
-        import matplotlib
-        from matplotlib.backend_bases import FigureCanvasBase
-    except ImportError:
-        raise SchedGymError("--plot needs matplotlib: pip install 'schedgym[plot]'") from None
-    target = Path(path)
-    fmt = target.suffix[1:].lower() or matplotlib.rcParams["savefig.format"]
-    if fmt not in FigureCanvasBase.get_supported_filetypes():
-        raise SchedGymError(f"cannot write {path}: matplotlib does not write .{fmt} files (use .png, .pdf or .svg)")
-    from schedgym.experiments.report import _outside_legends
-
-    fig = None
-    try:
-        with atomic_open(target, "wb") as fh:
-            fig = _plot_figure(result)
-            fig.savefig(fh, format=fmt, dpi=110, bbox_inches=None if _outside_legends() else "tight")
-    except ValueError as exc:  # matplotlib's answer to a file type it cannot write after all
-        raise SchedGymError(f"cannot write {path}: {exc}") from None
-    finally:
-        if fig is not None:
-            fig.clear()
+    save_figure(path, lambda: _plot_figure(result), dpi=110)
 
 
 def _view(y: np.ndarray, lo: np.ndarray, hi: np.ndarray, log: bool) -> tuple[float, float]:
