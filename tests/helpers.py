@@ -6,6 +6,7 @@ resource, so that the arithmetic in their comments stays short.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -256,3 +257,14 @@ def acts_like_sb3(net, model, env, seeds) -> int:  # noqa: ANN001
             obs, _, terminated, truncated, _ = env.step(action)
             done, steps = terminated or truncated, steps + 1
     return steps
+
+
+def run_python_without_ray_settings(
+    args: Sequence[str], *, home: object, cwd: object, timeout: float, **env: str
+) -> subprocess.CompletedProcess:
+    """``python ARGS`` in a fresh interpreter as a user would start it: none of this process's ``RAY_``
+    variables (the tests' Ray token among them), usage statistics off, ``home`` as the home folder (for the
+    caller to check it stays empty), and ``env`` on top."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    clean.update(HOME=str(home), RAY_USAGE_STATS_ENABLED="0", **env)
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, env=clean, cwd=cwd)

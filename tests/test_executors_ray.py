@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ ray = pytest.importorskip("ray")
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("local_ray")]
 
 from counting import builds, per_seed  # noqa: E402
+from helpers import run_python_without_ray_settings  # noqa: E402
 
 from schedgym.cli import main  # noqa: E402
 from schedgym.experiments.compare import CompareConfig, run_comparison  # noqa: E402
@@ -59,12 +58,10 @@ def test_a_missing_model_fails_in_one_line_under_ray(capsys, tmp_path):
 def test_cli_starts_and_stops_its_own_ray_leaving_the_home_folder_empty(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-    env.update(HOME=str(home), RAY_USAGE_STATS_ENABLED="0")
-    done = subprocess.run(
-        [sys.executable, "-m", "schedgym.cli", "compare", "--policies", "fifo,fitgpp", "--executor", "ray",
-         "--workers", "2", *SMALL_ARGS],
-        capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path,
+    done = run_python_without_ray_settings(
+        ["-m", "schedgym.cli", "compare", "--policies", "fifo,fitgpp", "--executor", "ray", "--workers", "2",
+         *SMALL_ARGS],
+        home=home, cwd=tmp_path, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""  # no Ray warnings (token authentication's included)
@@ -75,12 +72,13 @@ def test_cli_starts_and_stops_its_own_ray_leaving_the_home_folder_empty(tmp_path
 @pytest.mark.slow
 def test_a_cluster_refusing_the_driver_without_its_token_is_one_line_exit_2(tmp_path):
     address = ray.get_runtime_context().gcs_address  # this module's Ray, as another process reaches it
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-    env.update(HOME=str(tmp_path), RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="token")
-    done = subprocess.run(
-        [sys.executable, "-m", "schedgym.cli", "compare", "--executor", "ray", "--address", address, *SMALL_ARGS],
-        capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path,
-    )  # fmt: skip
+    done = run_python_without_ray_settings(
+        ["-m", "schedgym.cli", "compare", "--executor", "ray", "--address", address, *SMALL_ARGS],
+        home=tmp_path,
+        cwd=tmp_path,
+        timeout=300,
+        RAY_AUTH_MODE="token",
+    )
     assert done.returncode == 2
     assert done.stderr.startswith("schedgym: error: --address") and "RAY_AUTH_TOKEN" in done.stderr
     assert done.stderr.count("\n") == 1, done.stderr

@@ -19,6 +19,7 @@ pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("local_ray")]
 import gymnasium as gym  # noqa: E402
 import ray  # noqa: E402
 import torch  # noqa: E402
+from helpers import run_python_without_ray_settings  # noqa: E402
 from ray.rllib.core import DEFAULT_MODULE_ID  # noqa: E402
 from ray.rllib.core.columns import Columns  # noqa: E402
 from ray.rllib.core.rl_module.rl_module import RLModule  # noqa: E402
@@ -338,12 +339,13 @@ def train_in_subprocess(tmp_path: Path, *args: str, **ray_env: str) -> subproces
     variables but ``ray_env`` (and usage statistics off)."""
     home = tmp_path / "home"
     home.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-    env.update(HOME=str(home), RAY_USAGE_STATS_ENABLED="0", **ray_env)
-    return subprocess.run(
-        [sys.executable, "-m", "schedgym.cli", "train", *TINY_ARGS, *args, "--run-dir", str(tmp_path / "runs")],
-        capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path,
-    )  # fmt: skip
+    return run_python_without_ray_settings(
+        ["-m", "schedgym.cli", "train", *TINY_ARGS, *args, "--run-dir", str(tmp_path / "runs")],
+        home=home,
+        cwd=tmp_path,
+        timeout=600,
+        **ray_env,
+    )
 
 
 @pytest.mark.slow

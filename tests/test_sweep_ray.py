@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,6 +14,7 @@ pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("local_ray")]
 ray = pytest.importorskip("ray")
 
 from counting import builds  # noqa: E402
+from helpers import run_python_without_ray_settings  # noqa: E402
 
 from schedgym.cli import main  # noqa: E402
 from schedgym.experiments.compare import CompareConfig  # noqa: E402
@@ -85,11 +84,9 @@ def test_two_sweeps_in_one_process_each_start_their_own_ray_leaving_the_home_fol
     of its own in builtins, which cloudpickle then refuses to pickle: the executor puts print back."""
     home = tmp_path / "home"
     home.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     # Ray's session files in a short folder of pytest's: its socket paths must stay under 108 bytes.
-    env.update(HOME=str(home), RAY_USAGE_STATS_ENABLED="0", RAY_TMPDIR=str(tmp_path_factory.mktemp("r")))
-    done = subprocess.run(
-        [sys.executable, "-c", TWO_SWEEPS], capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path
+    done = run_python_without_ray_settings(
+        ["-c", TWO_SWEEPS], home=home, cwd=tmp_path, timeout=600, RAY_TMPDIR=str(tmp_path_factory.mktemp("r"))
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "ok\n"

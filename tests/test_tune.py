@@ -9,16 +9,15 @@ import contextlib
 import dataclasses
 import io
 import json
-import os
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("ray.tune")
 pytest.importorskip("sb3_contrib")
+
+from helpers import run_python_without_ray_settings  # noqa: E402
 
 from agents.train import TrainConfig, train  # noqa: E402
 from agents.tune import METRICS  # noqa: E402
@@ -134,12 +133,10 @@ def test_asha_stops_some_trials_and_ranks_the_finished_first(tmp_path):
 def test_cli_starts_and_stops_its_own_ray_leaving_the_home_folder_empty(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-    env.update(HOME=str(home), RAY_USAGE_STATS_ENABLED="0")
-    done = subprocess.run(
-        [sys.executable, "-m", "schedgym.cli", "tune", "--search", "ent_coef=choice:0,0.01", "--num-samples", "2",
+    done = run_python_without_ray_settings(
+        ["-m", "schedgym.cli", "tune", "--search", "ent_coef=choice:0,0.01", "--num-samples", "2",
          "--run-dir", str(tmp_path / "runs"), *TINY_ARGS],
-        capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path,
+        home=home, cwd=tmp_path, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "best: trial" in done.stdout
