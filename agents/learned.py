@@ -40,6 +40,7 @@ BUNDLED = {
     "dagger": BUNDLED_DIR / "dagger_paper.zip",
     "dagger-realistic": BUNDLED_DIR / "dagger_realistic.zip",
     "dagger-nowait": BUNDLED_DIR / "dagger_nowait_paper.zip",
+    "dagger-philly": BUNDLED_DIR / "dagger_philly.zip",
 }
 # The bundled files' SHA-256 sums, checked before the bundled agent is loaded: a file changed after the
 # release (by accident or not) is refused. Replacing the bundled agent means updating these.
@@ -52,6 +53,8 @@ BUNDLED_SHA256 = {
     "dagger_realistic.json": "dd26009f36baa71d82db5cc7173508237dd9c0433a84a2e0f9276ab0ae4977a3",
     "dagger_nowait_paper.zip": "703a09fcf8ec410c22cfad7727667f77e4d154f94b03f8b4181dc6fb82c23c53",
     "dagger_nowait_paper.json": "12ad62903f24d3d12d81c4fb6e6aff660a810ec39992f666facfe50963ecc678",
+    "dagger_philly.zip": "7732e405208f24723152e0a544dfa414eb3c10dade760e6f283fb8edff3e8670",
+    "dagger_philly.json": "b1ae3829860e4b0b4a5405f43f5b0b6354ef827091c5489f2405655d80312fca",
 }
 MAX_META_BYTES = 1 << 20  # a saved agent's .json is a few kB
 

@@ -163,6 +163,13 @@ register_policy(
     learned=True,
 )
 register_policy(
+    "dagger-philly",
+    "agents.learned:bundled_agent",
+    kwargs={"name": "dagger-philly"},
+    description="dagger-nowait's recipe on Philly's training windows (64 nodes, real jobs), evaluated in numpy",
+    learned=True,
+)
+register_policy(
     "dagger-realistic",
     "agents.learned:bundled_agent",
     kwargs={"name": "dagger-realistic"},

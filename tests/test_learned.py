@@ -265,7 +265,7 @@ def test_csv_and_plot_outputs(tmp_path):
 # ------------------------------------------------------------------------------------------ the bundled agent
 
 
-@pytest.mark.parametrize("name", ["ppo", "dagger", "dagger-realistic", "dagger-nowait"])
+@pytest.mark.parametrize("name", ["ppo", "dagger", "dagger-realistic", "dagger-nowait", "dagger-philly"])
 def test_bundled_agent_loads_by_name_and_is_small(name):
     from agents.learned import BUNDLED
 
