@@ -398,3 +398,15 @@ def test_markdown_table_has_every_policy_and_the_verdicts(tmp_path):
     assert rows["`fitgpp`"][5] == "" and rows["`k8s`"][6] == ""  # no verdict against itself
     verdicts = {"dominates", "dominated", "mixed", "equal"}
     assert rows["`fifo`"][5] in verdicts and rows["`fitgpp`"][6] in verdicts
+
+
+def test_the_bundled_philly_agent_was_trained_on_philly_and_acts_on_its_windows():
+    from agents.learned import BUNDLED
+    from schedgym.workloads.named import TRACE_WORKLOADS
+
+    agent = make_policy("dagger-philly")
+    meta = json.loads(BUNDLED["dagger-philly"].with_suffix(".json").read_text())
+    assert meta["env_kwargs"]["workload"] == "philly" and agent.max_candidates == 64
+    trace = TRACE_WORKLOADS["philly"]
+    result = run_policy(agent, cluster_preset("philly"), trace.window("validation", 0), rng=np.random.default_rng(0))
+    assert result.n_preemptions > 0 and agent.n_illegal == 0 and agent.n_actions > 0
