@@ -197,14 +197,11 @@ def _dense(x: np.ndarray, layers: Layers, activation: str, *, last: bool) -> np.
     return x
 
 
-@dataclass(frozen=True, eq=False)
-class MlpPolicyNetwork(PolicyNetwork):
-    """The actor of a saved SB3 ``MlpPolicy``: ``layers`` are (weight (out, in), bias (out,)) pairs in float64,
-    and ``activation`` (a torch.nn class name) follows every layer but the last."""
+class _LayerStack:
+    """A network that is one stack of ``layers``: it takes the first layer's inputs and gives the last layer's
+    outputs."""
 
     layers: Layers
-    activation: str
-    algo: str
 
     @property
     def obs_dim(self) -> int:
@@ -213,6 +210,16 @@ class MlpPolicyNetwork(PolicyNetwork):
     @property
     def n_actions(self) -> int:
         return int(self.layers[-1][0].shape[0])
+
+
+@dataclass(frozen=True, eq=False)
+class MlpPolicyNetwork(_LayerStack, PolicyNetwork):
+    """The actor of a saved SB3 ``MlpPolicy``: ``layers`` are (weight (out, in), bias (out,)) pairs in float64,
+    and ``activation`` (a torch.nn class name) follows every layer but the last."""
+
+    layers: Layers
+    activation: str
+    algo: str
 
     def _logits(self, x: np.ndarray) -> np.ndarray:
         return _dense(x, self.layers, self.activation, last=False)
@@ -267,7 +274,7 @@ class RowScorerNetwork(PolicyNetwork):
 
 
 @dataclass(frozen=True, eq=False)
-class RLlibActorNetwork(PolicyNetwork):
+class RLlibActorNetwork(_LayerStack, PolicyNetwork):
     """The actor of an RLlib module trained by ``schedgym train --algo rllib_ppo``
     (:class:`schedgym.rllib.module.MaskedPPOTorchRLModule`), read from the ``.npz`` exported beside its
     checkpoint: ``layers`` with the activation after each (``""``: none). Its action is the one RLlib's
@@ -277,14 +284,6 @@ class RLlibActorNetwork(PolicyNetwork):
     layers: Layers
     activations: tuple[str, ...]
     algo: str = "rllib_ppo"
-
-    @property
-    def obs_dim(self) -> int:
-        return int(self.layers[0][0].shape[1])
-
-    @property
-    def n_actions(self) -> int:
-        return int(self.layers[-1][0].shape[0])
 
     def _logits(self, x: np.ndarray) -> np.ndarray:
         for (weight, bias), activation in zip(self.layers, self.activations, strict=True):
