@@ -261,6 +261,27 @@ def env_config(env_id: str, env_kwargs: dict[str, Any]) -> Any:
     return EnvConfig(**{**gym.spec(env_id).kwargs, **own})
 
 
+def model_kwargs(config: TrainConfig, tensorboard_log: str | None = None) -> dict[str, Any]:
+    """The keyword arguments of the stable-baselines3 model ``config`` trains (policy and environment aside);
+    the training benchmarks build their models from these too, so that they time what ``train`` runs."""
+    lr: Any = config.learning_rate
+    if config.lr_schedule == "linear":
+        lr = _linear(config.learning_rate)
+    kwargs: dict[str, Any] = {
+        "learning_rate": lr,
+        "gamma": config.gamma,
+        "batch_size": config.batch_size,
+        "seed": config.seed,
+        "device": "cpu",
+        "verbose": 0,
+        "policy_kwargs": {"net_arch": list(config.net_arch)},
+        "tensorboard_log": tensorboard_log,
+    }
+    if config.algo in ("maskable_ppo", "ppo"):
+        kwargs.update(n_steps=config.n_steps, ent_coef=config.ent_coef)
+    return kwargs
+
+
 def validation_workloads(env_id: str, env_kwargs: dict[str, Any], n: int) -> list[Any]:
     """The fixed validation workloads of the environment: its workload source's ``validation`` split (at
     most as many as it has). Never the test workloads of ``schedgym compare``."""
@@ -456,21 +477,7 @@ def _train(config: TrainConfig, run_dir: Path, maskable: bool, on_evaluation: Ca
         venv = VecNormalize(venv, norm_obs=False, norm_reward=True, gamma=config.gamma)
 
     # --- model
-    lr: Any = config.learning_rate
-    if config.lr_schedule == "linear":
-        lr = _linear(config.learning_rate)
-    kwargs: dict[str, Any] = {
-        "learning_rate": lr,
-        "gamma": config.gamma,
-        "batch_size": config.batch_size,
-        "seed": config.seed,
-        "device": "cpu",
-        "verbose": 0,
-        "policy_kwargs": {"net_arch": list(config.net_arch)},
-        "tensorboard_log": str(run_dir / "tb") if config.tensorboard else None,
-    }
-    if config.algo in ("maskable_ppo", "ppo"):
-        kwargs.update(n_steps=config.n_steps, ent_coef=config.ent_coef)
+    kwargs = model_kwargs(config, str(run_dir / "tb") if config.tensorboard else None)
     policy: Any = "MlpPolicy"
     if config.policy == "rows":
         from agents.row_policy import POLICIES
@@ -721,4 +728,4 @@ def load(path: str | Path) -> LearnedPolicy:
     return load_agent(path)
 
 
-__all__ = ["TrainConfig", "evaluate", "field_docs", "load", "train", "validation_workloads"]
+__all__ = ["TrainConfig", "evaluate", "field_docs", "load", "model_kwargs", "train", "validation_workloads"]

@@ -32,6 +32,7 @@ import os
 import platform
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,7 @@ def bench_sb3(kind: str, n_envs: int, steps: int, seed: int) -> dict[str, float]
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecNormalize
 
     import schedgym  # noqa: F401  (registers the environments)
-    from agents.train import TrainConfig
+    from agents.train import TrainConfig, model_kwargs
 
     defaults = TrainConfig()
     torch.set_num_threads(defaults.torch_threads)
@@ -86,19 +87,7 @@ def bench_sb3(kind: str, n_envs: int, steps: int, seed: int) -> dict[str, float]
         venv = cls([_monitored_env for _ in range(n_envs)])
     venv.seed(seed)
     venv = VecNormalize(venv, norm_obs=False, norm_reward=True, gamma=defaults.gamma)
-    model = Timed(
-        "MlpPolicy",
-        venv,
-        learning_rate=defaults.learning_rate,
-        gamma=defaults.gamma,
-        n_steps=ROLLOUT // n_envs,
-        batch_size=defaults.batch_size,
-        ent_coef=defaults.ent_coef,
-        policy_kwargs={"net_arch": list(defaults.net_arch)},
-        seed=seed,
-        device="cpu",
-        verbose=0,
-    )
+    model = Timed("MlpPolicy", venv, **model_kwargs(replace(defaults, n_steps=ROLLOUT // n_envs, seed=seed)))
     startup = time.perf_counter() - t0
     t0 = time.perf_counter()
     model.learn(total_timesteps=steps)

@@ -23,6 +23,7 @@ import argparse
 import os
 import platform
 import time
+from dataclasses import replace
 from typing import Any
 
 import gymnasium as gym
@@ -32,7 +33,7 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecEnvWrapper, VecNormalize
 
 import schedgym  # noqa: F401  (registers the environments)
-from agents.train import TrainConfig
+from agents.train import TrainConfig, model_kwargs
 
 ENV_ID = "schedgym/Preemption-v1"
 
@@ -89,19 +90,7 @@ def measure(kind: str, n_envs: int, steps: int, seed: int) -> tuple[float, float
     timed = Timed(make_venv(kind, n_envs))
     timed.seed(seed)
     venv = VecNormalize(timed, norm_obs=False, norm_reward=True, gamma=defaults.gamma)
-    model = MaskablePPO(
-        "MlpPolicy",
-        venv,
-        learning_rate=defaults.learning_rate,
-        gamma=defaults.gamma,
-        n_steps=defaults.n_steps,
-        batch_size=defaults.batch_size,
-        ent_coef=defaults.ent_coef,
-        policy_kwargs={"net_arch": list(defaults.net_arch)},
-        seed=seed,
-        device="cpu",
-        verbose=0,
-    )
+    model = MaskablePPO("MlpPolicy", venv, **model_kwargs(replace(defaults, seed=seed)))
     t0 = time.perf_counter()
     model.learn(total_timesteps=steps)
     seconds = time.perf_counter() - t0
