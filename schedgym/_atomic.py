@@ -1,21 +1,46 @@
-"""Files that users or other programs read are written atomically: to a temporary name beside the target,
-renamed onto it only once complete. A failed write (a full disk, an error while producing the content, an
-interrupt) leaves nothing behind, and never a truncated file where a reader expects a complete one.
+"""How schedgym writes the files that users and other programs read (docs/input.md, "Outputs").
 
-:func:`check_output_path` checks a target before any work is done, so that a run is not lost at its end.
+- **Whole or absent.** A regular file is written to a temporary name beside it and renamed onto it only once
+  complete (flushed and synced), so a reader never sees a truncated file, and a failure (a full disk, an
+  error while producing the content, Ctrl-C) leaves what was there before.
+- **Devices are written through.** A character device or a FIFO (``--json /dev/null``, ``--csv /dev/stdout``)
+  is opened and written, never replaced by a rename: the content is staged and copied to it at the end.
+  A directory, a block device or a socket is refused before any work (:func:`check_output_path`).
+- **A command's outputs are a set.** Inside :func:`output_set`, every :func:`atomic_open` is staged, and the
+  renames happen together when the block ends without error; on any error or interrupt, every temporary
+  file and every folder this run created is removed and the files that were there are left untouched. Even
+  a failure during the renames themselves is rolled back (the previous files are kept as hard links until
+  the last rename succeeded). A Ctrl-C during the renames is held until they are done or undone.
+- **Folders.** :func:`atomic_dir` builds a folder under a temporary name and swaps it in whole (an RLlib
+  checkpoint: the previous one is kept until the new one is complete).
+
+A SIGKILL or a power cut during a run can leave a hidden ``.NAME.*.tmp`` beside a target, never a partial
+target.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import gzip
+import io
 import os
+import re
+import shutil
+import signal
+import stat
 import tempfile
+import threading
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from schedgym.errors import ConfigError, SchedGymError
+
+# The paths that name this process's own open files: written through like a device, whatever they point at
+# (``--csv /dev/stdout > out.csv`` must append to the shell's out.csv, not rename a new file over it).
+_OWN_FDS = re.compile(r"/dev/(stdout|stderr|fd/\d+)|/proc/(self|thread-self|\d+)/fd/\d+")
 
 
 def _umask() -> int:
@@ -24,17 +49,54 @@ def _umask() -> int:
     return mask
 
 
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISFIFO, "a FIFO"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def is_stream(path: str | Path) -> bool:
+    """True when ``path`` is written through rather than replaced: an existing character device or FIFO, or a
+    name of one of this process's open files (``/dev/stdout``, ``/dev/fd/N``)."""
+    if _OWN_FDS.fullmatch(os.path.abspath(str(path))):
+        return True
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
+
+
 def check_output_path(flag: str, path: str | Path | None) -> None:
-    """Raise :class:`ConfigError` unless ``path`` can name a file to be written: not empty, not an existing
-    directory, in an existing directory that is writable. ``flag`` names the option in the message."""
+    """Raise :class:`ConfigError` unless ``path`` can name a file to be written: a new name or a regular
+    file in an existing writable directory, or a character device or FIFO (written through). A directory, a
+    block device or a socket is refused. ``flag`` names the option in the message."""
     if path is None or not str(path).strip():
         raise ConfigError(f"{flag} needs a file name, got {str(path) if path is not None else ''!r}")
-    p = Path(path)
-    if p.is_dir():
+    if is_stream(path):
+        return
+    try:
+        mode: int | None = os.stat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise ConfigError(f"{flag} {str(path)!r}: {exc.strerror or exc}") from None
+    if mode is not None and stat.S_ISDIR(mode):
         raise ConfigError(f"{flag} {str(path)!r} is a directory; expected a file name")
-    parent = p.parent
+    if mode is not None and not stat.S_ISREG(mode):
+        raise ConfigError(
+            f"{flag} {str(path)!r} is {_kind(mode)}; expected a regular file, a new name, a character device or a FIFO"
+        )
+    parent = Path(os.path.realpath(path)).parent
     if not parent.is_dir():
-        raise ConfigError(f"{flag} {str(path)!r}: the directory {str(parent)!r} does not exist")
+        raise ConfigError(f"{flag} {str(path)!r}: the directory {str(Path(path).parent)!r} does not exist")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise ConfigError(f"{flag} {str(path)!r}: the directory {str(parent)!r} is not writable")
 
@@ -59,35 +121,373 @@ def check_output_dir(flag: str, path: str | Path | None) -> None:
         raise ConfigError(f"{flag} {str(path)!r}: the directory {str(existing)!r} is not writable")
 
 
+def _error(path: str | Path, exc: OSError) -> SchedGymError:
+    return SchedGymError(f"cannot write {path}: {exc.strerror or exc}")
+
+
+def _open_raw(path: str, flags: int, mode: int = 0o666) -> int:
+    """``os.open``: the one place files are opened for writing, so that tests can inject a full disk."""
+    return os.open(path, flags, mode)
+
+
+class _RawWriter(io.RawIOBase):
+    """An unbuffered binary file on a descriptor whose every write goes through :func:`_write_raw`."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        return _write_raw(self.fd, bytes(data))
+
+    def close(self) -> None:
+        if not self.closed:
+            try:
+                os.close(self.fd)
+            finally:
+                super().close()
+
+    def fileno(self) -> int:
+        return self.fd
+
+    # Seekable as a plain file is: zipfile (a stable-baselines3 model) writes other bytes to a stream it
+    # cannot seek, and the file must be the same as one written directly.
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        return os.lseek(self.fd, offset, whence)
+
+    def tell(self) -> int:
+        return os.lseek(self.fd, 0, os.SEEK_CUR)
+
+
+def _write_raw(fd: int, data: bytes) -> int:
+    """``os.write``: the one place bytes reach an output, so that tests can inject ENOSPC or EIO."""
+    return os.write(fd, data)
+
+
+@dataclass
+class _Staged:
+    """One output of a set: its temporary file (or, for a stream, its content) waiting to be put in place."""
+
+    target: str  # the path given (for messages)
+    real: str  # where the rename goes: the target's real path, so that a symlink stays a symlink
+    tmp: str | None  # the temporary file beside ``real``; None for a stream
+    content: bytes | None = None  # a stream's content, written through at commit
+    backup: str | None = None  # a hard link to the file that was at ``real``, kept until the commit is whole
+    existed: bool = False
+    placed: bool = False
+
+
+@dataclass
+class OutputSet:
+    """The outputs of one command, written as a set: see the module's docstring. Use :func:`output_set`."""
+
+    staged: list[_Staged] = field(default_factory=list)
+    created_dirs: list[Path] = field(default_factory=list)
+
+    def make_parents(self, directory: Path) -> None:
+        """Create ``directory`` and its missing parents, remembering which this set created."""
+        missing = []
+        d = directory
+        while not d.exists():
+            missing.append(d)
+            if d.parent == d:
+                break
+            d = d.parent
+        for d in reversed(missing):
+            try:
+                d.mkdir()
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                raise _error(d, exc) from None
+            self.created_dirs.append(d)
+
+    def commit(self) -> None:
+        """Write the streams through, then rename every staged file into place; undo everything on failure."""
+        with _signals_held() as interrupted:
+            try:
+                for s in self.staged:
+                    if s.tmp is None:
+                        _write_stream(s)
+                for s in self.staged:
+                    if s.tmp is not None:
+                        s.existed = os.path.lexists(s.real)
+                        if s.existed:
+                            s.backup = _link_backup(s.real)
+                for s in self.staged:
+                    if s.tmp is not None:
+                        try:
+                            os.replace(s.tmp, s.real)
+                        except OSError as exc:
+                            raise _error(s.target, exc) from None
+                        s.placed = True
+                if interrupted():
+                    raise KeyboardInterrupt
+            except BaseException:
+                self._undo()
+                raise
+        for s in self.staged:
+            if s.backup is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(s.backup)
+        self.staged.clear()
+        self.created_dirs.clear()
+
+    def discard(self) -> None:
+        """Remove every temporary file and every folder this set created; leave every target as it was."""
+        self._undo()
+
+    def _undo(self) -> None:
+        for s in reversed(self.staged):
+            if s.placed:
+                with contextlib.suppress(OSError):
+                    if s.backup is not None:
+                        os.replace(s.backup, s.real)
+                        s.backup = None
+                    elif not s.existed:
+                        os.unlink(s.real)
+            for name in (s.tmp, s.backup):
+                if name is not None:
+                    with contextlib.suppress(OSError):
+                        os.unlink(name)
+        self.staged.clear()
+        for d in reversed(self.created_dirs):
+            with contextlib.suppress(OSError):
+                d.rmdir()  # only if empty: never what someone else put there meanwhile
+        self.created_dirs.clear()
+
+
+_ACTIVE: contextvars.ContextVar[OutputSet | None] = contextvars.ContextVar("schedgym_output_set", default=None)
+
+
+@contextlib.contextmanager
+def output_set() -> Iterator[OutputSet]:
+    """Make every :func:`atomic_open` (and :func:`make_output_dir`) inside the block part of one set: nothing
+    is put in place until the block ends, then all of it is; on an exception (Ctrl-C included) none of it is,
+    and the exception goes on. Nested blocks join the outermost set."""
+    outer = _ACTIVE.get()
+    if outer is not None:
+        yield outer
+        return
+    outputs = OutputSet()
+    token = _ACTIVE.set(outputs)
+    try:
+        yield outputs
+    except BaseException:
+        _ACTIVE.reset(token)
+        outputs.discard()
+        raise
+    _ACTIVE.reset(token)
+    outputs.commit()
+
+
+def make_output_dir(directory: str | Path) -> Path:
+    """Create ``directory`` (and its parents) for outputs; inside :func:`output_set`, the folders created
+    are removed again if the set fails."""
+    directory = Path(directory)
+    outputs = _ACTIVE.get()
+    if outputs is not None:
+        outputs.make_parents(directory)
+        return directory
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _error(directory, exc) from None
+    return directory
+
+
 @contextlib.contextmanager
 def atomic_open(path: str | Path, mode: str = "w", newline: str | None = None) -> Iterator[IO[Any]]:
-    """Open a temporary file beside ``path`` for writing (``mode`` ``"w"`` for UTF-8 text, ``"wb"`` for
-    bytes; a ``.gz`` path is gzip-compressed in text mode); rename it to ``path`` only if the block succeeds.
+    """Open ``path`` for writing as an output (``mode`` ``"w"`` for UTF-8 text, ``"wb"`` for bytes; a ``.gz``
+    path is gzip-compressed in text mode): a temporary file beside it, renamed onto it if the block succeeds
+    (at the end of the enclosing :func:`output_set`, if there is one); a device or FIFO is written through.
 
     An OSError becomes a :class:`SchedGymError` naming ``path``; any other exception is re-raised after the
     temporary file is removed."""
-    path = Path(path)
+    with output_set() as outputs:
+        staged = _stage(path)
+        outputs.staged.append(staged)
+        try:
+            if staged.tmp is None:
+                buffer = io.BytesIO()
+                with _wrap(buffer, mode, newline, str(path)) as fh:
+                    yield fh
+                staged.content = buffer.getvalue()
+            else:
+                flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
+                with io.BufferedWriter(_RawWriter(_open_raw(staged.tmp, flags, 0o600)), 1 << 16) as binary:
+                    with _wrap(binary, mode, newline, str(path)) as fh:
+                        yield fh
+                    binary.flush()
+                    os.fsync(binary.fileno())  # a rename after a crash must not name an empty file
+                os.chmod(staged.tmp, _mode_for(staged.real))
+        except BaseException as exc:
+            # This output is dropped from the set whatever the caller does next: a partial file is never renamed.
+            outputs.staged.remove(staged)
+            if staged.tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(staged.tmp)
+            if isinstance(exc, OSError):
+                raise _error(path, exc) from None
+            raise
+
+
+@contextlib.contextmanager
+def _wrap(binary: IO[bytes], mode: str, newline: str | None, name: str) -> Iterator[IO[Any]]:
+    """The file object the caller writes: ``binary`` itself, a UTF-8 text layer, or gzip and text. The
+    layers are flushed and detached on success; the caller's ``with`` closes ``binary``."""
+    if mode == "wb":
+        yield binary
+        return
+    if name.endswith(".gz"):
+        # mtime=0 and no name in the header: the same content makes the same bytes, run after run.
+        with gzip.GzipFile(fileobj=binary, mode="wb", filename="", mtime=0) as gz:
+            with _text(gz, newline) as fh:
+                yield fh
+    else:
+        with _text(binary, newline) as fh:
+            yield fh
+
+
+@contextlib.contextmanager
+def _text(binary: Any, newline: str | None) -> Iterator[IO[str]]:
+    fh = io.TextIOWrapper(binary, encoding="utf-8", newline=newline)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
-        raise SchedGymError(f"cannot write {path}: {exc.strerror or exc}") from None
+        yield fh
+        fh.flush()
+    finally:
+        with contextlib.suppress(ValueError, OSError):
+            fh.detach()
+
+
+def _stage(path: str | Path) -> _Staged:
+    target = str(path)
+    if is_stream(target):
+        return _Staged(target=target, real=target, tmp=None)
+    real = os.path.realpath(target)
+    directory, name = os.path.split(real)
     try:
-        if mode == "wb":
-            with os.fdopen(fd, "wb") as fh:
-                yield fh
-        elif path.name.endswith(".gz"):
-            with os.fdopen(fd, "wb") as raw, gzip.open(raw, "wt", newline=newline, encoding="utf-8") as fh:
-                yield fh
-        else:
-            with os.fdopen(fd, "w", newline=newline, encoding="utf-8") as fh:
-                yield fh
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual permissions
-        os.replace(tmp, path)
+        mode = os.stat(real).st_mode
+    except FileNotFoundError:
+        mode = None
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise SchedGymError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise _error(target, exc) from None
+    if mode is not None and not stat.S_ISREG(mode):
+        raise SchedGymError(f"cannot write {target}: it is {_kind(mode)}, not a regular file")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise _error(target, exc) from None
+    os.close(fd)
+    return _Staged(target=target, real=real, tmp=tmp)
+
+
+def _mode_for(real: str) -> int:
+    """The permissions of the file being replaced, or the usual ones of a new file (mkstemp makes 0600)."""
+    try:
+        return stat.S_IMODE(os.stat(real).st_mode)
+    except OSError:
+        return 0o666 & ~_umask()
+
+
+def _write_stream(s: _Staged) -> None:
+    assert s.content is not None
+    try:
+        # O_APPEND: ``--csv /dev/stdout >> log`` adds to the log as a shell's echo would; no O_TRUNC, which a
+        # FIFO or device ignores and a regular file behind /dev/stdout must not suffer.
+        fd = _open_raw(s.target, os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise _error(s.target, exc) from None
+    try:
+        view = memoryview(s.content)
+        while view:
+            written = _write_raw(fd, bytes(view[: 1 << 20]))
+            view = view[written:]
+    except OSError as exc:
+        raise _error(s.target, exc) from None
+    finally:
+        os.close(fd)
+
+
+def _link_backup(real: str) -> str | None:
+    """A hard link to the file at ``real`` under a temporary name, to put it back if the commit fails; None
+    where the file system has no hard links (the commit is then not undone past that file)."""
+    directory, name = os.path.split(real)
+    for attempt in range(100):
+        backup = os.path.join(directory, f".{name}.{os.getpid()}.{attempt}.bak")
+        try:
+            os.link(real, backup, follow_symlinks=False)
+            return backup
+        except FileExistsError:
+            continue
+        except OSError:
+            return None
+    return None
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[Any]:
+    """Hold SIGINT (and SIGTERM) while the block runs, so that a commit is done or undone, never half done;
+    yields a function telling whether one arrived. Outside the main thread signals go to the main thread
+    anyway, and nothing is changed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+    received: list[int] = []
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            previous[sig] = signal.signal(sig, lambda signum, frame: received.append(signum))
+        except (ValueError, OSError):  # pragma: no cover - not the main interpreter
+            pass
+    try:
+        yield lambda: bool(received)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if signal.SIGTERM in received and previous.get(signal.SIGTERM) not in (signal.SIG_IGN, None):
+            signal.raise_signal(signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | Path) -> Iterator[Path]:
+    """Build the folder ``path`` under a temporary name beside it and put it in place whole if the block
+    succeeds: an existing folder at ``path`` is kept until the new one is complete, then removed. On failure
+    the temporary folder is removed and ``path`` is left as it was."""
+    path = Path(os.path.realpath(path))
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    except OSError as exc:
+        raise _error(path, exc) from None
+    try:
+        yield tmp
+        with _signals_held() as interrupted:
+            old = None
+            if os.path.lexists(path):
+                if not path.is_dir():
+                    raise SchedGymError(f"cannot write {path}: it exists and is not a directory")
+                old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
+                os.replace(path, old / "previous")  # into a fresh folder of ours: the name is free
+            try:
+                os.replace(tmp, path)
+                if interrupted():
+                    os.replace(path, tmp)
+                    raise KeyboardInterrupt
+            except BaseException:
+                if old is not None:
+                    os.replace(old / "previous", path)
+                    old.rmdir()
+                raise
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise _error(path, exc) from None
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        shutil.rmtree(tmp, ignore_errors=True)
         raise

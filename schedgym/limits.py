@@ -38,6 +38,22 @@ MAX_TOTAL_JOBS = 50_000_000
 """Seeds x jobs per workload in one comparison: every run's per-job results are kept for the report, so
 this bounds its memory (the default comparison is 20 x 5,000 = 100,000)."""
 
+MAX_RUNS = 1_000_000
+"""Runs in one ``compare`` or ``sweep``: policies x settings x seeds, counted from the option values before
+any grid is built or any workload drawn (a grid of 10**8 runs once grew 60 MB/s before its first run). The
+default comparison is 5 x 20 = 100 runs, the README's sweep 540."""
+
+MAX_PARAMETERS = 50_000_000
+"""Parameters of one network that ``schedgym train`` builds (``--net-arch`` with the env's observation and
+action sizes, policy and value networks together), counted before torch allocates anything: 200 MB of
+float32 weights, 600 MB with Adam's two moments. The bundled agents have under 20,000."""
+
+MAX_MODEL_ENTRY_BYTES = 1 << 30
+"""Bytes of one entry of a saved model (a member of a model ``.zip``, an array of an ``.npz``), checked
+from the file's headers before anything is inflated or allocated, and enforced while reading (a header
+may lie). :data:`MAX_PARAMETERS` float32 weights with Adam's state take 600 MB; the bundled models are
+under 200 KB."""
+
 MAX_SEED = 2**32 - 1
 """Largest seed of ``schedgym train --seed`` and of ``--first-seed`` + ``--seeds`` (numpy and torch both
 take seeds in 0..2**32-1)."""
