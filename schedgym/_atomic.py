@@ -29,6 +29,7 @@ import re
 import shutil
 import signal
 import stat
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -81,6 +82,12 @@ def check_output_path(flag: str, path: str | Path | None) -> None:
     if path is None or not str(path).strip():
         raise ConfigError(f"{flag} needs a file name, got {str(path) if path is not None else ''!r}")
     if is_stream(path):
+        own = _own_fd(str(path))
+        try:
+            if own is not None:
+                os.fstat(own)
+        except OSError:
+            raise ConfigError(f"{flag} {str(path)!r}: this process has no file descriptor {own} open") from None
         return
     try:
         mode: int | None = os.stat(path).st_mode
@@ -280,7 +287,8 @@ def output_set() -> Iterator[OutputSet]:
         yield outputs
     except BaseException:
         _ACTIVE.reset(token)
-        outputs.discard()
+        with _signals_held():  # a second Ctrl-C must not stop the clean-up halfway
+            outputs.discard()
         raise
     _ACTIVE.reset(token)
     outputs.commit()
@@ -397,10 +405,15 @@ def _mode_for(real: str) -> int:
 
 def _write_stream(s: _Staged) -> None:
     assert s.content is not None
+    for std in (sys.stdout, sys.stderr):  # what the command printed comes first: --csv /dev/stdout after the table
+        with contextlib.suppress(Exception):
+            std.flush()
+    own = _own_fd(s.target)
     try:
-        # O_APPEND: ``--csv /dev/stdout >> log`` adds to the log as a shell's echo would; no O_TRUNC, which a
-        # FIFO or device ignores and a regular file behind /dev/stdout must not suffer.
-        fd = _open_raw(s.target, os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0))
+        # A name of one of our own descriptors is written to that descriptor: reopening /dev/stdout when the
+        # shell points it at a file (``> out``) would give a second file offset, and one of the two writers
+        # would overwrite the other.
+        fd = own if own is not None else _open_raw(s.target, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise _error(s.target, exc) from None
     try:
@@ -411,7 +424,19 @@ def _write_stream(s: _Staged) -> None:
     except OSError as exc:
         raise _error(s.target, exc) from None
     finally:
-        os.close(fd)
+        if own is None:
+            os.close(fd)
+
+
+def _own_fd(path: str) -> int | None:
+    """The descriptor that ``/dev/stdout``, ``/dev/stderr``, ``/dev/fd/N`` or ``/proc/self/fd/N`` names."""
+    match = _OWN_FDS.fullmatch(os.path.abspath(path))
+    if match is None or (
+        match.group(2) is not None and match.group(2) not in ("self", "thread-self", str(os.getpid()))
+    ):
+        return None
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    return {"stdout": 1, "stderr": 2}.get(name, int(name) if name.isdigit() else None)
 
 
 def _link_backup(real: str) -> str | None:

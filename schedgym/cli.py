@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
 from schedgym import limits
-from schedgym._atomic import atomic_open, check_output_dir, check_output_path
+from schedgym._atomic import atomic_open, check_output_dir, check_output_path, output_set
+from schedgym._atomic import is_stream as _is_stream
 from schedgym._csvio import parse_integer, parse_number
 from schedgym.errors import ConfigError, SchedGymError
-from schedgym.registry import policy_names
-from schedgym.sim.simulator import SimConfig
 
 
 class _Parser(argparse.ArgumentParser):
@@ -28,9 +27,19 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+_MAX_PARSED = 10**18 - 1  # parse_integer reads at most 18 digits
+
+
+def _policy_names() -> list[str]:
+    from schedgym.registry import policy_names
+
+    return policy_names()
+
+
 def _int_type(minimum: int, maximum: int, limit: str = "") -> Callable[[str], int]:
     """An argparse type: ASCII decimal digits (Python's int() also takes '١٢', '１０' and '1_0') in
     ``minimum..maximum``; ``limit`` names the constant of :mod:`schedgym.limits` that sets the maximum."""
+    maximum = min(maximum, _MAX_PARSED)  # the message states the range that is accepted, no more
 
     def parse(text: str) -> int:
         value = parse_integer(text)
@@ -128,7 +137,7 @@ def _add_workload_options(cmd: argparse.ArgumentParser, policies: str) -> None:
     cmd.add_argument(
         "--policies",
         default=policies,
-        help=f"comma-separated policies: {', '.join(policy_names())} (ppo is the bundled learned agent), or "
+        help=f"comma-separated policies: {', '.join(_policy_names())} (ppo is the bundled learned agent), or "
         f"NAME:PATH for an agent saved by 'schedgym train', shown as NAME (default: {policies}). "
         "schedgym reads a saved model with a numpy reader that loads weights only and refuses any pickled object "
         "but a tensor, so it runs no code from the file; but a .zip saved by stable-baselines3 is a pickle, which "
@@ -261,11 +270,15 @@ def _sweep(args: argparse.Namespace) -> int:
     if args.plot:
         _check_plot(args.plot)
     config = SweepConfig(_compare_config(args), grid)
-    result = run_sweep(config, executor=executor, progress=False if args.no_progress else None)
-    print(format_table(result))
-    for path, write in ((args.json, write_json), (args.csv, write_csv), (args.plot, write_sweep_plot)):
+    writers = ((args.json, write_json), (args.csv, write_csv), (args.plot, write_sweep_plot))
+    with output_set():  # all or none, as compare's
+        result = run_sweep(config, executor=executor, progress=False if args.no_progress else None)
+        print(format_table(result))
+        for path, write in writers:
+            if path is not None:
+                write(path, result)
+    for path, _ in writers:
         if path is not None:
-            write(path, result)
             print(f"wrote {path}")
     return 0
 
@@ -368,10 +381,12 @@ def _trace(args: argparse.Namespace) -> int:
         cluster = load_alibaba_cluster(args.nodes)
         extra["cluster"] = cluster
     workload, report = convert(args.input, rules, **extra)
-    with contextlib.ExitStack() as files:  # both files are renamed into place only if both were written
-        write_trace(files.enter_context(atomic_open(args.output, newline="")), workload.jobs)
+    with output_set():  # both files are put in place only if both were written
+        with atomic_open(args.output, newline="") as fh:
+            write_trace(fh, workload.jobs)
         if args.cluster_out is not None and cluster is not None:
-            write_cluster_csv(files.enter_context(atomic_open(args.cluster_out, newline="")), cluster)
+            with atomic_open(args.cluster_out, newline="") as fh:
+                write_cluster_csv(fh, cluster)
     print(report)
     print(
         f"wrote {len(workload)} jobs to {args.output}"
@@ -615,6 +630,7 @@ def _executor(args: argparse.Namespace):  # noqa: ANN202
 def _compare_config(args: argparse.Namespace):  # noqa: ANN202
     """The CompareConfig of compare's (and sweep's) workload, policy and rule options."""
     from schedgym.experiments.compare import CompareConfig
+    from schedgym.sim.simulator import SimConfig
 
     policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
     return CompareConfig(
@@ -640,10 +656,14 @@ def _check_outputs(given: Sequence[tuple[str, str | None]]) -> None:
     for flag, path in given:
         if path is not None:
             check_output_path(flag, path)
-    outputs = [Path(p).resolve() for _, p in given if p is not None]
-    if len(set(outputs)) != len(outputs):
-        flags = [flag for flag, _ in given]
-        raise ConfigError(f"{', '.join(flags[:-1])} and {flags[-1]} name the same file; give each its own")
+    seen: dict[Path, str] = {}
+    for flag, path in given:
+        if path is None:
+            continue
+        resolved = Path(path).resolve()
+        if resolved in seen and not _is_stream(path):  # --json /dev/null --csv /dev/null is fine
+            raise ConfigError(f"{seen[resolved]} and {flag} name the same file {path!r}; give each its own")
+        seen[resolved] = flag
 
 
 def _check_plot(path: str) -> None:
@@ -682,12 +702,22 @@ def _compare(args: argparse.Namespace) -> int:
         if log_dir is not None:
             write_logs(Path(log_dir) / folders[label] / f"seed{seed}", result)
 
-    result = run_comparison(config, executor=executor, progress=False if args.no_progress else None, on_run=on_run)
-    print(format_table(result))
-    writers = ((args.json, write_json), (args.csv, write_csv), (args.markdown, write_markdown), (args.plot, write_plot))
-    for path, write in writers:
+    # One set: the logs written as runs finish and the files written at the end appear together at the end,
+    # or, on any error or Ctrl-C, none of them (and no folder this run created).
+    with output_set():
+        result = run_comparison(config, executor=executor, progress=False if args.no_progress else None, on_run=on_run)
+        print(format_table(result))
+        writers = (
+            (args.json, write_json),
+            (args.csv, write_csv),
+            (args.markdown, write_markdown),
+            (args.plot, write_plot),
+        )
+        for path, write in writers:
+            if path is not None:
+                write(path, result)
+    for path, _ in writers:
         if path is not None:
-            write(path, result)
             print(f"wrote {path}")
     if args.log_dir is not None:
         print(f"wrote logs under {args.log_dir}")
@@ -721,9 +751,12 @@ def log_folders(labels: Sequence[str]) -> dict[str, str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    """Run ``schedgym`` with ``argv`` (default: the command line); return the exit status: 0, 1 when a
+    command found nothing to report (tune), 2 for a user error (one line on stderr), 130 on Ctrl-C."""
+    _take_over_interrupts()
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
         if args.command == "compare":
             return _compare(args)
         if args.command == "sweep":
@@ -734,6 +767,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _tune(args)
         if args.command == "trace":
             return _trace(args)
+        parser.error(f"unknown command {args.command!r}")
     except SchedGymError as exc:
         print(f"schedgym: error: {exc}", file=sys.stderr)
         return 2
@@ -746,8 +780,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
-    parser.error(f"unknown command {args.command!r}")
     return 2
+
+
+def _take_over_interrupts() -> None:
+    """From here on Ctrl-C is a KeyboardInterrupt that main() turns into one line and status 130, after
+    every output set has removed what it created. Until now the command's launcher
+    (``schedgym/bin/schedgym``) ended the process on Ctrl-C, with that line, during the imports."""
+    if getattr(signal.getsignal(signal.SIGINT), "schedgym_launcher", False):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 if __name__ == "__main__":

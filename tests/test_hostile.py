@@ -21,13 +21,14 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from helpers import run_python_without_ray_settings
 
 import schedgym._atomic
 from agents import learned
 from agents.learned import BUNDLED, BUNDLED_SHA256, load_agent, sha256_of, verify_bundled
 from schedgym import limits
 from schedgym.cli import main
-from schedgym.errors import SchedGymError, TraceError
+from schedgym.errors import ConfigError, SchedGymError, TraceError
 from schedgym.sim.cluster import load_cluster_csv
 from schedgym.workloads.convert.alibaba import convert_alibaba2023, load_alibaba_cluster
 from schedgym.workloads.convert.philly import convert_philly
@@ -584,28 +585,14 @@ def test_row_cap(tmp_path, monkeypatch):
 # --- partial or lost output ---------------------------------------------------------------------------
 
 
-class _FullDisk(io.TextIOBase):
-    """Stands in for a file on a full disk: the first write fails with ENOSPC."""
-
-    def __init__(self, real):  # noqa: ANN001
-        self.real = real
-
-    def write(self, text):  # noqa: ANN001
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    def close(self):
-        self.real.close()
-
-
 @pytest.fixture
 def full_disk(monkeypatch):
-    real_fdopen = os.fdopen
+    """Every write to an output fails with ENOSPC (schedgym._atomic writes bytes through one function)."""
 
-    def fdopen(fd, mode="r", *args, **kwargs):  # noqa: ANN001
-        fh = real_fdopen(fd, mode, *args, **kwargs)
-        return _FullDisk(fh) if "w" in mode and "b" not in mode else fh
+    def write(fd, data):  # noqa: ANN001
+        raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(schedgym._atomic.os, "fdopen", fdopen)
+    monkeypatch.setattr(schedgym._atomic, "_write_raw", write)
 
 
 @pytest.mark.parametrize("flag", ["--json", "--csv", "--markdown"])
@@ -679,3 +666,85 @@ def test_failed_training_leaves_no_empty_run_folder(tmp_path, monkeypatch, capsy
     (tmp_path / "keep" / "f").write_text("x")
     cli_error(capsys, "train", "--run-dir", str(tmp_path / "keep"), "--total-timesteps", "64", "--no-progress")
     assert files_in(tmp_path / "keep") == ["f"]  # a folder that existed before is left as it was
+
+
+# --- issue 19: grids bounded before any work, the Ray address, messages that leak -------------------------
+
+
+def test_a_grid_of_a_hundred_million_runs_is_refused_before_it_is_built(capsys):
+    import time
+
+    values = ",".join(str(i) for i in range(100))
+    start = time.perf_counter()
+    line = cli_error(
+        capsys, "sweep", "--seeds", "10000", "--jobs", "1", "--policies", "fifo",
+        "--set", f"max_preemptions={values}", "--set", f"restart_overhead={values}",
+    )  # fmt: skip
+    assert "100,000,000 runs" in line and "MAX_RUNS" in line
+    assert time.perf_counter() - start < 10  # the grid is counted, not built
+
+
+def test_compare_bounds_policies_seeds_and_jobs(capsys, monkeypatch):
+    from schedgym import limits
+
+    monkeypatch.setattr(limits, "MAX_TOTAL_JOBS", 100)
+    line = cli_error(capsys, "compare", "--policies", "fifo,fitgpp", "--seeds", "2", "--jobs", "30")
+    assert "2 policies x 2 seeds of 30 jobs make 120 job results" in line and "MAX_TOTAL_JOBS" in line
+    monkeypatch.setattr(limits, "MAX_RUNS", 3)
+    line = cli_error(capsys, "compare", "--policies", "fifo,fitgpp", "--seeds", "2", "--jobs", "1")
+    assert "4 runs" in line and "MAX_RUNS" in line
+
+
+def test_no_ray_at_an_address_is_one_line_within_seconds():
+    import time
+
+    from schedgym.experiments.executors import check_ray_address
+
+    start = time.perf_counter()
+    with pytest.raises(ConfigError, match="no Ray cluster answers there"):
+        check_ray_address("127.0.0.1:1")
+    assert time.perf_counter() - start < 30
+    with pytest.raises(ConfigError, match="expected auto or HOST:PORT"):
+        check_ray_address("localhost")
+    check_ray_address("auto")  # Ray's to resolve
+
+
+@pytest.mark.ray
+def test_no_ray_at_an_address_from_the_command_line(tmp_path):
+    pytest.importorskip("ray")
+    import time
+
+    start = time.perf_counter()
+    proc = run_python_without_ray_settings(
+        ["-m", "schedgym.cli", "compare", "--policies", "fifo", "--seeds", "1", "--jobs", "20",
+         "--executor", "ray", "--address", "127.0.0.1:1"],
+        home=tmp_path,
+        cwd=tmp_path,
+        timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines() == [
+        "schedgym: error: --address '127.0.0.1:1': no Ray cluster answers there (Connection refused)"
+    ]
+    assert time.perf_counter() - start < 30
+
+
+def test_integer_options_state_the_range_they_accept(capsys):
+    line = cli_error(capsys, "train", "--total-timesteps", "9223372036854775807")
+    assert "from 0 to 999,999,999,999,999,999" in line
+
+
+def test_same_file_names_the_two_options(tmp_path, capsys):
+    out = str(tmp_path / "x")
+    line = cli_error(capsys, "compare", "--seeds", "1", "--jobs", "5", "--json", out, "--csv", out)
+    assert line == f"schedgym: error: --json and --csv name the same file {out!r}; give each its own"
+
+
+def test_plot_on_a_full_disk_is_one_line_without_warnings(tmp_path, capsys, full_disk):
+    pytest.importorskip("matplotlib")
+    line = cli_error(
+        capsys, "compare", "--policies", "fifo", "--seeds", "1", "--jobs", "20", "--no-progress",
+        "--plot", str(tmp_path / "o.png"), "--json", str(tmp_path / "o.json"),
+    )  # fmt: skip
+    assert "No space left on device" in line
+    assert files_in(tmp_path) == []

@@ -124,8 +124,13 @@ class CompareConfig:
             raise ConfigError(
                 f"--jobs applies to synthetic workloads; {source.name!r} is a trace (cut the file, or use its windows)"
             )
+        check_runs(len(self.policies), 1, self.seeds)
         if source.kind == "synthetic":
-            check_total_jobs(self.seeds, self.n_jobs if self.n_jobs is not None else preset(source.name).n_jobs)
+            check_total_jobs(
+                self.seeds,
+                self.n_jobs if self.n_jobs is not None else preset(source.name).n_jobs,
+                len(self.policies),
+            )
         available = source.n_evaluation("test")
         if available is not None and self.first_seed + self.seeds > available:
             raise ConfigError(
@@ -245,13 +250,27 @@ def _ratio(a: float, b: float) -> float:
     return a / b if b else float("nan")
 
 
-def check_total_jobs(seeds: int, jobs_per_workload: int) -> None:
-    """Every run's per-job results are kept for the report: bound seeds x jobs by
+def check_total_jobs(seeds: int, jobs_per_workload: int, policies: int = 1) -> None:
+    """Every run's per-job results are kept for the report: bound policies x seeds x jobs by
     :data:`~schedgym.limits.MAX_TOTAL_JOBS` before anything runs."""
-    if seeds * jobs_per_workload > limits.MAX_TOTAL_JOBS:
+    total = policies * seeds * jobs_per_workload
+    if total > limits.MAX_TOTAL_JOBS:
+        runs = f"{policies:,} policies x {seeds:,} seeds" if policies > 1 else f"{seeds:,} seeds"
         raise ConfigError(
-            f"{seeds:,} seeds of {jobs_per_workload:,} jobs make {seeds * jobs_per_workload:,} jobs per policy, "
-            f"more than {limits.MAX_TOTAL_JOBS:,} (schedgym.limits.MAX_TOTAL_JOBS); use fewer seeds or jobs"
+            f"{runs} of {jobs_per_workload:,} jobs make {total:,} job results, more than "
+            f"{limits.MAX_TOTAL_JOBS:,} (schedgym.limits.MAX_TOTAL_JOBS); use fewer seeds, jobs or policies"
+        )
+
+
+def check_runs(policies: int, settings: int, seeds: int) -> None:
+    """Bound the runs of a comparison or sweep (policies x settings x seeds) by
+    :data:`~schedgym.limits.MAX_RUNS`, from the counts alone: before any grid or task list is built."""
+    total = policies * settings * seeds
+    if total > limits.MAX_RUNS:
+        grid = f" x {settings:,} settings" if settings > 1 else ""
+        raise ConfigError(
+            f"{policies:,} policies{grid} x {seeds:,} seeds make {total:,} runs, more than {limits.MAX_RUNS:,} "
+            "(schedgym.limits.MAX_RUNS); use fewer seeds, settings or policies"
         )
 
 
@@ -267,7 +286,7 @@ class SeedWorkloads(Sequence[Workload]):
         self._file: Workload | None = None
         if self.source.kind == "file":
             self._file = self.source.evaluation("test", 0, cluster)
-            check_total_jobs(len(self.seeds), len(self._file))
+            check_total_jobs(len(self.seeds), len(self._file), len(config.policies))
 
     def __len__(self) -> int:
         return len(self.seeds)

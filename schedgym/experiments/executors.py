@@ -29,6 +29,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import socket
 import time
 import uuid
 from collections.abc import Callable, Generator, Sequence
@@ -374,6 +375,29 @@ class _NeverRaised(Exception):
     """Stands for an exception class this Ray version does not have."""
 
 
+RAY_CONNECT_TIMEOUT = 10.0
+"""Seconds to wait for a TCP connection to ``--address HOST:PORT`` before saying that no Ray answers there
+(Ray itself retries for minutes, printing a warning each time)."""
+
+
+def check_ray_address(address: str) -> None:
+    """Raise :class:`ConfigError` within :data:`RAY_CONNECT_TIMEOUT` if nothing accepts a connection at a
+    ``HOST:PORT`` (or ``ray://HOST:PORT``) address; ``auto`` and ``local`` are Ray's to resolve."""
+    text = address.strip()
+    if text in ("auto", "local", ""):
+        return
+    host, sep, port_text = text.removeprefix("ray://").rpartition(":")
+    host = host.strip("[]")  # [::1]:6379
+    if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise ConfigError(f"--address {address!r}: expected auto or HOST:PORT")
+    try:
+        with socket.create_connection((host, int(port_text)), timeout=RAY_CONNECT_TIMEOUT):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise ConfigError(f"--address {address!r}: no Ray cluster answers there ({reason})") from None
+
+
 class _ray_session:  # noqa: N801  (used as a context manager, like a function)
     """Connect to Ray for one comparison or sweep. With no address, start a local Ray with ``workers`` CPUs
     (default all), no dashboard, usage statistics off unless set, and a token of its own for token
@@ -395,6 +419,7 @@ class _ray_session:  # noqa: N801  (used as a context manager, like a function)
             # A cluster with token authentication refuses a driver without its token (Ray 2.60:
             # AuthenticationError, which older Rays do not have).
             refused = getattr(getattr(ray, "exceptions", None), "AuthenticationError", _NeverRaised)
+            check_ray_address(executor.address)
             try:
                 ray.init(address=executor.address, logging_level="WARNING", log_to_driver=True)
             except refused:

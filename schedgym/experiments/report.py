@@ -9,13 +9,14 @@ from __future__ import annotations
 import csv
 import json
 import math
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from schedgym._atomic import atomic_open
+from schedgym._atomic import atomic_open, make_output_dir
 from schedgym.errors import SchedGymError
 from schedgym.experiments.compare import (
     CLASS_FIELDS,
@@ -31,11 +32,9 @@ from schedgym.sim.metrics import RunResult
 
 
 def write_logs(directory: Path, result: RunResult) -> None:
-    """Write ``jobs.csv`` and ``segments.csv`` for one run."""
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise SchedGymError(f"cannot write logs to {directory}: {exc.strerror}") from None
+    """Write ``jobs.csv`` and ``segments.csv`` for one run (inside an :func:`~schedgym._atomic.output_set`,
+    the folders created are removed again if the set fails)."""
+    make_output_dir(directory)
     slowdown = result.slowdown
     with atomic_open(directory / "jobs.csv", newline="") as fh:
         w = csv.writer(fh)
@@ -514,7 +513,9 @@ def save_figure(path: str | Path, draw: Callable[[], Any], dpi: int) -> None:
         raise SchedGymError(f"cannot write {path}: matplotlib does not write .{fmt} files (use .png, .pdf or .svg)")
     fig = None
     try:
-        with atomic_open(target, "wb") as fh:
+        # matplotlib warns as it fails (a full disk while it writes): the one line below says what went wrong.
+        with atomic_open(target, "wb") as fh, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
             fig = draw()
             fig.savefig(fh, format=fmt, dpi=dpi, bbox_inches=None if _outside_legends() else "tight")
     except ValueError as exc:  # matplotlib's answer to a file type it cannot write after all

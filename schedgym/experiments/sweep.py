@@ -48,6 +48,7 @@ from schedgym.experiments.compare import (
     CompareConfig,
     ComparisonResult,
     _progress_bar,
+    check_runs,
     dominance,
 )
 from schedgym.experiments.executors import ExecutorConfig, RunOutcome, RunSetting, execute, grid_context, make_tasks
@@ -265,6 +266,7 @@ class SweepConfig:
             if any(a == b for a, b in itertools.combinations(values, 2)):
                 raise ConfigError(f"Expected distinct values of {name}, got {[_show(v) for v in values]}")
         count = math.prod(len(values) for _, values in self.grid)
+        check_runs(len(self.base.policies), count, self.base.seeds)  # before a grid of 10**8 runs is built
         if count > MAX_SETTINGS:
             raise ConfigError(
                 f"Expected at most {MAX_SETTINGS:,} settings (schedgym.experiments.sweep.MAX_SETTINGS), got "

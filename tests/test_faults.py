@@ -1,0 +1,405 @@
+"""Faults while writing: a full disk or an I/O error at every write, Ctrl-C at random moments, devices, FIFOs
+and other file kinds as outputs (issue 19; the contract is docs/input.md, "Outputs").
+
+After each fault: exit status 2 (130 on Ctrl-C), one stderr line, and the output folder exactly as it was
+before, listing and bytes, including the files that the failed command was to replace.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import random
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from test_hostile import GOOD_POD, NODE_HEADER, POD_HEADER
+
+import schedgym._atomic
+from schedgym._atomic import atomic_dir, atomic_open, check_output_path, output_set
+from schedgym.cli import main
+from schedgym.errors import ConfigError, SchedGymError
+
+ROOT = os.geteuid() == 0
+needs_root = pytest.mark.skipif(not ROOT, reason="mknod and mount need root")
+
+
+def snapshot(directory: Path) -> dict[str, object]:
+    """Every entry below ``directory``: a file's bytes and mode, a folder, or another kind by name."""
+    out: dict[str, object] = {}
+    for path in sorted(directory.rglob("*")):
+        st = path.lstat()
+        key = str(path.relative_to(directory))
+        if stat.S_ISREG(st.st_mode):
+            out[key] = (path.read_bytes(), stat.S_IMODE(st.st_mode))
+        elif stat.S_ISDIR(st.st_mode):
+            out[key] = "dir"
+        elif stat.S_ISLNK(st.st_mode):
+            out[key] = ("link", os.readlink(path))
+        else:
+            out[key] = stat.filemode(st.st_mode)[0]
+    return out
+
+
+def run(capsys, argv: list[str]) -> tuple[int, list[str]]:  # noqa: ANN001
+    """``schedgym ARGV`` in this process: its status and its stderr lines."""
+    capsys.readouterr()
+    try:
+        status = main(argv)
+    except SystemExit as exc:
+        status = int(exc.code or 0)
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    return status, err
+
+
+@pytest.fixture
+def one_engine(engine: str) -> None:
+    # Writing is the same code on both engines; these loops run many commands, so once is enough.
+    if engine == "python":
+        pytest.skip("outputs are written by the same code on both engines")
+
+
+def _compare(d: Path) -> list[str]:
+    return [
+        "compare", "--policies", "fifo,fitgpp", "--seeds", "2", "--jobs", "30", "--no-progress",
+        "--json", str(d / "o.json"), "--csv", str(d / "o.csv"), "--markdown", str(d / "o.md"),
+        "--plot", str(d / "o.png"), "--log-dir", str(d / "logs"),
+    ]  # fmt: skip
+
+
+def _sweep(d: Path) -> list[str]:
+    return [
+        "sweep", "--policies", "fifo,fitgpp", "--seeds", "2", "--jobs", "30", "--no-progress",
+        "--set", "max_preemptions=0,1", "--json", str(d / "s.json"), "--csv", str(d / "s.csv"),
+        "--plot", str(d / "s.png"),
+    ]  # fmt: skip
+
+
+def _convert(d: Path) -> list[str]:
+    return [
+        "trace", "convert", "--format", "alibaba2023", str(d / "in" / "pods.csv"), str(d / "t.csv.gz"),
+        "--nodes", str(d / "in" / "nodes.csv"), "--cluster-out", str(d / "c.csv"),
+    ]  # fmt: skip
+
+
+COMMANDS = {"compare": _compare, "sweep": _sweep, "convert": _convert}
+
+
+def _prepare(d: Path, old_outputs: bool) -> None:
+    """The inputs, and (``old_outputs``) earlier results where the command writes, which a failure must keep."""
+    if d.exists():
+        shutil.rmtree(d)
+    (d / "in").mkdir(parents=True)
+    (d / "in" / "pods.csv").write_text(f"{POD_HEADER}\n{GOOD_POD}\n")
+    (d / "in" / "nodes.csv").write_text(f"{NODE_HEADER}\nn,8000,32768,1,T4\n")
+    if old_outputs:
+        for name in ("o.json", "o.csv", "s.json", "c.csv"):
+            (d / name).write_text(f"earlier {name}\n")
+            os.chmod(d / name, 0o640)
+        (d / "logs" / "fifo").mkdir(parents=True)
+        (d / "logs" / "fifo" / "notes.txt").write_text("mine\n")
+
+
+class Inject:
+    """Counts calls of schedgym._atomic's ``_write_raw`` and ``_open_raw``; fails the ``fail_at``-th one."""
+
+    def __init__(self, monkeypatch, name: str, fail_at: int | None = None, code: int = errno.ENOSPC):  # noqa: ANN001
+        self.calls, self.fail_at, self.code = 0, fail_at, code
+        real = getattr(schedgym._atomic, name)
+
+        def fake(*args, **kwargs):  # noqa: ANN002, ANN003
+            self.calls += 1
+            if self.calls - 1 == self.fail_at:
+                raise OSError(self.code, os.strerror(self.code))
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(schedgym._atomic, name, fake)
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+@pytest.mark.parametrize("where", ["_write_raw", "_open_raw"])
+def test_a_failure_at_every_write_changes_nothing(tmp_path, capsys, monkeypatch, one_engine, command, where):
+    d = tmp_path / "w"
+    argv = COMMANDS[command](d)
+    _prepare(d, old_outputs=False)
+    with pytest.MonkeyPatch.context() as mp:
+        counter = Inject(mp, where)
+        assert run(capsys, argv)[0] == 0
+    n = counter.calls
+    assert n >= 2  # every command writes at least two files
+    for k in range(n):
+        _prepare(d, old_outputs=k % 2 == 1)  # every other time, earlier results stand where it writes
+        before = snapshot(d)
+        code = (errno.ENOSPC, errno.EIO)[k % 2]
+        with pytest.MonkeyPatch.context() as mp:
+            Inject(mp, where, fail_at=k, code=code)
+            status, err = run(capsys, argv)
+        assert status == 2, (k, err)
+        assert len(err) == 1 and err[0].startswith("schedgym: error: cannot write "), (k, err)
+        assert os.strerror(code) in err[0]
+        assert snapshot(d) == before, f"{command}: failure at {where} call {k} of {n} changed the folder"
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_success_writes_the_same_files_as_before(tmp_path, capsys, one_engine, command):
+    """Replacing earlier results keeps their permissions and leaves nothing else behind."""
+    d = tmp_path / "w"
+    argv = COMMANDS[command](d)
+    _prepare(d, old_outputs=False)
+    assert run(capsys, argv)[0] == 0
+    fresh = snapshot(d)
+    _prepare(d, old_outputs=True)
+    assert run(capsys, argv)[0] == 0
+    again = snapshot(d)
+    assert set(fresh) <= set(again)
+    for name, entry in fresh.items():
+        if name.endswith(".json"):  # holds wall times
+            continue
+        assert again[name][0] == entry[0] if isinstance(entry, tuple) else again[name] == entry, name  # type: ignore[index]
+    for name in ("o.json", "o.csv", "s.json", "c.csv"):
+        if name in fresh:
+            assert again[name][1] == 0o640  # type: ignore[index]
+    assert not [n for n in again if Path(n).name.startswith(".")]  # no temporary or backup file left
+
+
+def test_a_failed_rename_puts_back_what_was_replaced(tmp_path, monkeypatch):
+    (tmp_path / "a").write_text("old a")
+    (tmp_path / "b").write_text("old b")
+    before = snapshot(tmp_path)
+    real_replace = os.replace
+    calls = []
+
+    def replace(src, dst):  # noqa: ANN001
+        calls.append(dst)
+        if len(calls) == 2:  # the second rename of the commit
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(schedgym._atomic.os, "replace", replace)
+    with pytest.raises(SchedGymError, match="Input/output error"):
+        with output_set():
+            for name in ("a", "b", "c"):
+                with atomic_open(tmp_path / name) as fh:
+                    fh.write(f"new {name}")
+    monkeypatch.undo()
+    assert snapshot(tmp_path) == before
+
+
+def test_ctrl_c_during_the_renames_is_held_then_undoes_them(tmp_path, monkeypatch):
+    (tmp_path / "a").write_text("old a")
+    before = snapshot(tmp_path)
+    real_replace = os.replace
+
+    def replace(src, dst):  # noqa: ANN001
+        signal.raise_signal(signal.SIGINT)  # held: the rename still happens, then the set is undone
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(schedgym._atomic.os, "replace", replace)
+    with pytest.raises(KeyboardInterrupt):
+        with output_set():
+            for name in ("a", "b"):
+                with atomic_open(tmp_path / name) as fh:
+                    fh.write("new")
+    monkeypatch.undo()
+    assert snapshot(tmp_path) == before
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_an_output_that_failed_is_never_renamed_even_if_the_caller_goes_on(tmp_path):
+    with output_set():
+        with pytest.raises(RuntimeError), atomic_open(tmp_path / "half") as fh:
+            fh.write("half")
+            raise RuntimeError("the producer failed")
+        with atomic_open(tmp_path / "whole") as fh:
+            fh.write("whole")
+    assert snapshot(tmp_path) == {"whole": (b"whole", 0o666 & ~_umask())}
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_atomic_dir_keeps_the_previous_folder_until_the_new_one_is_whole(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "weights").write_text("v1")
+    with pytest.raises(RuntimeError), atomic_dir(ckpt) as tmp:
+        (tmp / "weights").write_text("v2, half")
+        raise RuntimeError("the save failed")
+    assert snapshot(tmp_path) == {
+        "ckpt": "dir",
+        "ckpt/weights": (b"v1", (tmp_path / "ckpt/weights").stat().st_mode & 0o777),
+    }
+    with atomic_dir(ckpt) as tmp:
+        (tmp / "weights").write_text("v2")
+    assert (ckpt / "weights").read_text() == "v2"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]
+
+
+# --- devices, FIFOs and other kinds of file -------------------------------------------------------------
+
+SMALL = ["compare", "--policies", "fifo", "--seeds", "1", "--jobs", "20", "--no-progress"]
+
+
+def test_dev_null_is_written_through(capsys):
+    before = os.stat("/dev/null")
+    status, err = run(capsys, [*SMALL, "--json", "/dev/null", "--csv", "/dev/null", "--markdown", "/dev/null"])
+    assert (status, err) == (0, [])
+    after = os.stat("/dev/null")
+    assert stat.S_ISCHR(after.st_mode) and after.st_ino == before.st_ino
+
+
+@needs_root
+def test_a_character_device_is_written_through_not_replaced(tmp_path, capsys):
+    dev = tmp_path / "out"
+    os.mknod(dev, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # another /dev/null
+    status, _ = run(capsys, [*SMALL, "--json", str(dev), "--log-dir", str(tmp_path / "logs")])
+    assert status == 0
+    assert stat.S_ISCHR(dev.lstat().st_mode)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_a_fifo_is_written_through(tmp_path, capsys):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    status, _ = run(capsys, [*SMALL, "--json", str(fifo), "--csv", str(tmp_path / "o.csv")])
+    reader.join(timeout=30)
+    assert status == 0 and stat.S_ISFIFO(fifo.lstat().st_mode)
+    assert run(capsys, [*SMALL, "--json", str(tmp_path / "o.json")])[0] == 0
+    assert len(got) == 1 and _no_times(got[0]) == _no_times((tmp_path / "o.json").read_bytes())  # as a file gets
+
+
+def _no_times(text: bytes) -> list[bytes]:
+    return [line for line in text.splitlines() if b"wall_time" not in line]
+
+
+@needs_root
+def test_a_block_device_is_refused_before_any_work(tmp_path, capsys):
+    dev = tmp_path / "disk"
+    os.mknod(dev, 0o600 | stat.S_IFBLK, os.makedev(7, 0))
+    status, err = run(capsys, [*SMALL, "--csv", str(dev)])
+    assert status == 2 and len(err) == 1 and "is a block device" in err[0]
+    assert stat.S_ISBLK(dev.lstat().st_mode)
+
+
+def test_a_socket_is_refused(tmp_path, capsys):
+    path = tmp_path / "s"
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(path))
+        status, err = run(capsys, [*SMALL, "--markdown", str(path)])
+    assert status == 2 and len(err) == 1 and "is a socket" in err[0]
+
+
+def test_a_symlink_stays_a_symlink(tmp_path, capsys):
+    target = tmp_path / "real.json"
+    target.write_text("old")
+    (tmp_path / "link.json").symlink_to("real.json")
+    assert run(capsys, [*SMALL, "--json", str(tmp_path / "link.json")])[0] == 0
+    assert os.readlink(tmp_path / "link.json") == "real.json"
+    assert target.read_text().startswith("{")
+
+
+def test_dev_stdout_appends_to_the_shells_file(tmp_path):
+    """``--csv /dev/stdout > out``: the CSV follows the table in the shell's file, which is not replaced."""
+    out = tmp_path / "out"
+    with open(out, "w") as fh:
+        subprocess.run(
+            [sys.executable, "-m", "schedgym.cli", *SMALL, "--csv", "/dev/stdout"], stdout=fh, check=True, timeout=120
+        )
+    text = out.read_text()
+    assert text.index("TE p95") < text.index("policy,class,metric") < text.index("wrote /dev/stdout")
+
+
+def test_same_device_twice_is_fine_but_same_file_is_named(tmp_path, capsys):
+    status, err = run(capsys, [*SMALL, "--json", str(tmp_path / "x"), "--csv", str(tmp_path / "x")])
+    assert status == 2 and err == [
+        f"schedgym: error: --json and --csv name the same file {str(tmp_path / 'x')!r}; give each its own"
+    ]
+
+
+def test_check_output_path_kinds(tmp_path):
+    check_output_path("--json", "/dev/null")
+    check_output_path("--json", "/dev/stdout")
+    with pytest.raises(ConfigError, match="is a directory"):
+        check_output_path("--json", tmp_path)
+
+
+@needs_root
+def test_a_real_full_disk(tmp_path, capsys, one_engine):
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        (disk / "o.json").write_text("earlier\n")
+        before = snapshot(disk)
+        argv = [*SMALL[:-3], "--jobs", "300", "--seeds", "2", "--no-progress"]
+        argv += ["--json", str(disk / "o.json"), "--plot", str(disk / "o.png"), "--log-dir", str(disk / "logs")]
+        status, err = run(capsys, argv)
+        assert status == 2 and len(err) == 1 and "No space left on device" in err[0], err
+        assert snapshot(disk) == before
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
+# --- Ctrl-C ---------------------------------------------------------------------------------------------
+
+
+def _command() -> str:
+    """The installed ``schedgym`` command beside this interpreter (the launcher that takes Ctrl-C early)."""
+    exe = Path(sys.executable).parent / "schedgym"
+    if not exe.exists():
+        pytest.skip("the schedgym command is not installed beside this Python")
+    return str(exe)
+
+
+def _interrupt(argv: list[str], delay: float, cwd: Path) -> tuple[int, str]:
+    proc = subprocess.Popen([_command(), *argv], cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    return proc.returncode, err
+
+
+@pytest.mark.parametrize("delay", [0.03, 0.06, 0.1, 0.15, 0.2, 0.3])
+def test_ctrl_c_during_the_imports_is_one_line(tmp_path, one_engine, delay):
+    status, err = _interrupt(["compare", "--seeds", "1", "--jobs", "50"], delay, tmp_path)
+    # Before the interpreter has installed its handler the kernel ends it (status -2, 130 to a shell, no line).
+    assert (status, err) in ((130, "schedgym: interrupted\n"), (-signal.SIGINT, "")), err
+
+
+@pytest.mark.parametrize("command", ["compare", "sweep"])
+def test_ctrl_c_at_random_moments_leaves_the_folder_as_it_was(tmp_path, one_engine, command):
+    d = tmp_path / "w"
+    _prepare(d, old_outputs=True)
+    argv = COMMANDS[command](d)
+    argv[argv.index("--jobs") + 1] = "3000"
+    argv[argv.index("--seeds") + 1] = "3"
+    before = snapshot(d)
+    start = time.perf_counter()
+    subprocess.run([_command(), *argv], check=True, capture_output=True, timeout=300)
+    whole = time.perf_counter() - start
+    rng = random.Random(19)
+    interrupted = 0
+    for delay in sorted(rng.uniform(0.3, 0.97) * whole for _ in range(5)):
+        _prepare(d, old_outputs=True)
+        status, err = _interrupt(argv, delay, tmp_path)
+        if status == 0:  # it finished first
+            continue
+        interrupted += 1
+        assert (status, err) == (130, "schedgym: interrupted\n"), (delay, whole, err)
+        assert snapshot(d) == before, f"Ctrl-C after {delay:.2f} s of {whole:.2f} s changed the folder"
+    assert interrupted >= 3
