@@ -11,7 +11,7 @@ from schedgym.decision.features import (
     observation_table,
     squash,
 )
-from schedgym.decision.stepwise import DecisionEncoder, StepwiseDecision
+from schedgym.decision.stepwise import DecisionEncoder, StepwiseDecision, action_index, check_action
 
 __all__ = [
     "CANDIDATE_FEATURES",
@@ -20,6 +20,8 @@ __all__ = [
     "DecisionEncoder",
     "Feature",
     "StepwiseDecision",
+    "action_index",
+    "check_action",
     "observation_size",
     "observation_table",
     "squash",

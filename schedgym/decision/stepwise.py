@@ -21,6 +21,9 @@ the two make identical decisions.
 
 from __future__ import annotations
 
+import operator
+from typing import SupportsIndex, cast
+
 import numpy as np
 
 from schedgym.decision.features import (
@@ -115,19 +118,9 @@ class StepwiseDecision:
         return mask
 
     def check(self, action: object) -> int:
-        """``action`` as an int if it is legal, else :class:`IllegalDecisionError` naming the legal set."""
-        try:
-            a = int(action)  # type: ignore[call-overload]
-            if a != action:
-                raise ValueError
-        except (TypeError, ValueError):
-            raise IllegalDecisionError(f"Expected an integer action, got {action!r}") from None
-        if not (0 <= a <= len(self.rows)):
-            raise IllegalDecisionError(
-                f"Action {a} is illegal in this decision; legal actions are {list(range(len(self.rows) + 1))} "
-                "(0 = preempt nothing, i = candidate row i-1); use action_masks()"
-            )
-        return a
+        """``action`` as an int if it is legal, else :class:`IllegalDecisionError` naming the legal set
+        (:func:`check_action`)."""
+        return check_action(action, len(self.rows))
 
     def choose(self, action: object) -> PreemptionPlan | None:
         """Apply one action: :data:`DECLINE` for 0, the plan once the chosen victims make room, or None when
@@ -303,4 +296,43 @@ class StepwiseDecision:
         return obs
 
 
-__all__ = ["N_HEAD", "DecisionEncoder", "StepwiseDecision"]
+def action_index(action: object) -> int:
+    """``action`` as a Python int if it is an integer action, else :class:`IllegalDecisionError`.
+
+    An integer action is an int, a numpy integer or a 0-d integer array (what stable-baselines3 and
+    ``Discrete.sample()`` give), another object with ``__index__``, or a float equal to an integer (``1.0``,
+    as a float array of actions holds it). Refused: bools (``True`` is not action 1), floats that are not
+    integers, infinite or NaN, strings, None, sequences and arrays of one or more dimensions. The one check
+    of every way to act: the environment's ``step`` on either engine, the vector environment's (element by
+    element) and :meth:`StepwiseDecision.check`."""
+    if type(action) is int:
+        return action
+    value = action[()] if isinstance(action, np.ndarray) and action.ndim == 0 else action
+    if isinstance(value, (bool, np.bool_)):
+        pass
+    elif isinstance(value, (int, np.integer)):
+        return int(value)
+    elif isinstance(value, (float, np.floating)):
+        if abs(value) <= 2**53 and float(value).is_integer():  # False for NaN and infinities
+            return int(value)
+    elif hasattr(type(value), "__index__"):  # another integer type (a 0-d integer tensor...)
+        try:
+            return operator.index(cast(SupportsIndex, value))
+        except (TypeError, ValueError):
+            pass
+    raise IllegalDecisionError(f"Expected an integer action, got {action!r}")
+
+
+def check_action(action: object, n_rows: int) -> int:
+    """``action`` as an int if it is legal in a decision with ``n_rows`` candidate rows (0 to ``n_rows``),
+    else :class:`IllegalDecisionError` naming the legal set (:func:`action_index` first)."""
+    a = action_index(action)
+    if not 0 <= a <= n_rows:
+        raise IllegalDecisionError(
+            f"Action {a} is illegal in this decision; legal actions are {list(range(n_rows + 1))} "
+            "(0 = preempt nothing, i = candidate row i-1); use action_masks()"
+        )
+    return a
+
+
+__all__ = ["N_HEAD", "DecisionEncoder", "StepwiseDecision", "action_index", "check_action"]

@@ -2,34 +2,47 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from schedgym.errors import ConfigError
 from schedgym.limits import MAX_JOBS
+from schedgym.sim.cluster import cluster_argument
 from schedgym.sim.policy import QueueDiscipline
-from schedgym.sim.simulator import SimConfig
+from schedgym.sim.simulator import SimConfig, is_integer, is_number
 from schedgym.workloads.named import SPLITS
 from schedgym.workloads.source import WorkloadSource
 
 MAX_CANDIDATES = 100_000
 """largest max_candidates: the observation has 20 + 13 * max_candidates floats (5 MB at this bound)"""
 
+MAX_ESTIMATE_NOISE = 10.0
+"""largest estimate_noise: the estimates are multiplied by exp(N(0, sigma)), which overflows a float64 past
+exp(709); at sigma 10 that needs a draw 70 standard deviations out (the default is 0.3)"""
+
+MAX_WEIGHT = 1e6
+"""largest te_weight, be_weight and preemption_cost: with every time, job and node count within
+schedgym.limits, a step's reward then stays a finite float64 (the defaults are 1, 1 and 0)"""
+
 
 @dataclass(frozen=True)
 class EnvConfig:
     """Everything that defines a :class:`~schedgym.envs.PreemptionEnv`. Bad values raise
-    :class:`~schedgym.errors.ConfigError` stating the expected and the actual value."""
+    :class:`~schedgym.errors.ConfigError` stating the expected and the actual value, whichever front end gave
+    them (``gym.make`` and ``gym.make_vec`` keyword arguments, ``schedgym train --env-kwargs``, Python): a
+    wrong type (a bool is not a number, 2.5 not an integer, 5 not a cluster name), a number that is not finite
+    or beyond its limit. Numpy scalars are taken and stored as Python numbers."""
 
     cluster: str | None = None
-    """cluster preset name or path to a cluster CSV (None: the workload's own; paper for synthetic ones)"""
+    """cluster preset name or path to a cluster CSV, a string or a ``pathlib.Path`` (stored as a string; None:
+    the workload's own, paper for synthetic ones)"""
     workload: str = "paper"
     """synthetic preset, or bundled trace workload (philly, ...) cut into n_jobs windows (ignored with ``trace``)"""
     split: str = "train"
     """for a bundled trace workload: which time split episodes come from (train, validation, test)"""
     trace: str | None = None
-    """trace CSV; each episode is a window of ``n_jobs`` consecutive jobs from a random start"""
+    """trace CSV (a string or a ``pathlib.Path``, stored as a string); each episode is a window of ``n_jobs``
+    consecutive jobs from a random start"""
     n_jobs: int = 500
     """jobs per episode"""
     load: float | None = None
@@ -51,26 +64,49 @@ class EnvConfig:
     """reward subtracted per preempted job"""
 
     def __post_init__(self) -> None:
+        # Types first, each field's own message; then the workload source checks the names together.
+        for name in ("cluster", "trace"):
+            value = getattr(self, name)
+            if value is not None:
+                what = "a preset name or a path" if name == "cluster" else "a path"
+                object.__setattr__(self, name, _path(name, value, what))
         if isinstance(self.sim, dict):
-            unknown = sorted(set(self.sim) - {f.name for f in fields(SimConfig)})
+            unknown = sorted(set(map(str, self.sim)) - {f.name for f in fields(SimConfig)})
             if unknown:
                 raise ConfigError(f"Unknown sim fields {unknown}; expected fields of SimConfig")
             object.__setattr__(self, "sim", SimConfig(**self.sim))
         if not isinstance(self.sim, SimConfig):
             raise ConfigError(f"Expected sim to be a SimConfig or a dict of its fields, got {self.sim!r}")
-        if self.split not in SPLITS:
+        if not isinstance(self.workload, str):
+            raise ConfigError(
+                f"Expected workload to be a workload name, got {type(self.workload).__name__} {self.workload!r}"
+            )
+        if not isinstance(self.split, str) or self.split not in SPLITS:
             raise ConfigError(f"Expected split in {list(SPLITS)}, got {self.split!r}")
         _int(self, "n_jobs", 1, MAX_JOBS)
         _int(self, "max_candidates", 1, MAX_CANDIDATES)
-        self.source  # noqa: B018 - the workload name is checked there
-        if self.reward not in ("slowdown", "bounded_slowdown"):
+        self.source  # noqa: B018 - the workload name and load are checked there
+        if self.load is not None and type(self.load) not in (int, float):  # a numpy scalar
+            object.__setattr__(self, "load", float(self.load))
+        if not isinstance(self.reward, str) or self.reward not in ("slowdown", "bounded_slowdown"):
             raise ConfigError(f"Expected reward 'slowdown' or 'bounded_slowdown', got {self.reward!r}")
-        for name in ("estimate_noise", "te_weight", "be_weight", "preemption_cost"):
+        for name, maximum in (
+            ("estimate_noise", MAX_ESTIMATE_NOISE),
+            ("te_weight", MAX_WEIGHT),
+            ("be_weight", MAX_WEIGHT),
+            ("preemption_cost", MAX_WEIGHT),
+        ):
             value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)):
+            if not is_number(value):
                 raise ConfigError(f"Expected {name} to be a finite number, got {value!r}")
             if value < 0:
                 raise ConfigError(f"Expected {name} >= 0, got {value!r}")
+            if value > maximum:
+                raise ConfigError(
+                    f"Expected {name} <= {maximum:g} (schedgym.envs.config.{_LIMIT[name]}), got {value!r}"
+                )
+            if type(value) not in (int, float):  # a numpy scalar: stored as the Python number it is
+                object.__setattr__(self, name, float(value))
 
     @property
     def source(self) -> WorkloadSource:
@@ -95,9 +131,27 @@ class EnvConfig:
         return [f.name for f in fields(cls)]
 
 
+_LIMIT = {
+    "estimate_noise": "MAX_ESTIMATE_NOISE",
+    "te_weight": "MAX_WEIGHT",
+    "be_weight": "MAX_WEIGHT",
+    "preemption_cost": "MAX_WEIGHT",
+}
+
+
 def _int(cfg: EnvConfig, name: str, minimum: int, maximum: int) -> None:
     value = getattr(cfg, name)
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+    if not is_integer(value) or value < minimum:
         raise ConfigError(f"Expected {name} to be an integer >= {minimum}, got {value!r}")
     if value > maximum:
         raise ConfigError(f"Expected {name} <= {maximum:,}, got {value!r}")
+    if type(value) is not int:  # a numpy integer
+        object.__setattr__(cfg, name, int(value))
+
+
+def _path(name: str, value: object, what: str) -> str:
+    """A ``cluster`` or ``trace`` argument as a string (a ``pathlib.Path`` is taken), else a ConfigError."""
+    try:
+        return cluster_argument(name, value)
+    except ConfigError:
+        raise ConfigError(f"Expected {name} to be {what}, got {type(value).__name__} {value!r}") from None

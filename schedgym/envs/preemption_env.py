@@ -6,22 +6,28 @@ The environment only translates: the rules live in :mod:`schedgym.sim` (see ``do
 from __future__ import annotations
 
 from dataclasses import replace
-from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from schedgym.decision import DecisionEncoder, StepwiseDecision, observation_size, observation_table
+from schedgym.decision import (
+    DecisionEncoder,
+    StepwiseDecision,
+    action_index,
+    check_action,
+    observation_size,
+    observation_table,
+)
 from schedgym.envs.config import EnvConfig
 from schedgym.envs.render import render_ansi, render_rgb
-from schedgym.errors import IllegalDecisionError, SchedGymError
+from schedgym.errors import ConfigError, IllegalDecisionError, SchedGymError
 from schedgym.sim.cluster import ClusterSpec, resolve_cluster
 from schedgym.sim.job import Job
 from schedgym.sim.native_engine import StepwiseNativeSimulator
 from schedgym.sim.policy import DECLINE, PreemptionRequest
-from schedgym.sim.simulator import SimConfig, Simulator, select_engine
+from schedgym.sim.simulator import SimConfig, Simulator, is_integer, select_engine
 from schedgym.workloads.trace import Workload
 
 
@@ -61,7 +67,9 @@ class PreemptionEnv(gym.Env):
     are cut from the end of that order, so every feasible node keeps its first candidates. Legal actions:
     0 and the rows present. ``action_masks()`` (read by sb3-contrib's MaskablePPO) and
     ``info["action_mask"]`` give them; ``action_space.sample()`` draws only legal ones; an illegal action
-    raises :class:`~schedgym.errors.IllegalDecisionError` naming it and the legal set.
+    raises :class:`~schedgym.errors.IllegalDecisionError` naming it and the legal set. An action is an int,
+    a numpy integer (or 0-d integer array) or a float equal to an integer; a bool, ``1.5``, ``inf``, NaN, a
+    string or a sequence raises the same error (:func:`schedgym.decision.action_index`).
 
     ## Observation Space
     ``Box(0, 1, (20 + 13 * max_candidates,), float32)``, built from the decision at hand (no copy of the
@@ -114,15 +122,19 @@ class PreemptionEnv(gym.Env):
     _native_decisions = True
 
     def __init__(self, config: EnvConfig | None = None, render_mode: str | None = None, **overrides: Any):
+        if config is not None and not isinstance(config, EnvConfig):
+            raise ConfigError(f"Expected config to be an EnvConfig or None, got {type(config).__name__} {config!r}")
         base = config if config is not None else EnvConfig()
         unknown = sorted(set(overrides) - set(EnvConfig.field_names()))
         if unknown:
             sim_fields = sorted(set(unknown) & set(SimConfig.__dataclass_fields__))
             hint = f" (simulator rules go in sim={{...}}: sim={{{sim_fields[0]!r}: ...}})" if sim_fields else ""
-            raise SchedGymError(f"Unknown PreemptionEnv arguments {unknown}; expected fields of EnvConfig{hint}")
+            raise ConfigError(f"Unknown PreemptionEnv arguments {unknown}; expected fields of EnvConfig{hint}")
         self.config = replace(base, **overrides) if overrides else base
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise SchedGymError(f"Expected render_mode in {self.metadata['render_modes']} or None, got {render_mode!r}")
+        if render_mode is not None and (
+            not isinstance(render_mode, str) or render_mode not in self.metadata["render_modes"]
+        ):
+            raise ConfigError(f"Expected render_mode in {self.metadata['render_modes']} or None, got {render_mode!r}")
         self.render_mode = render_mode
         self.cluster: ClusterSpec = resolve_cluster(self.config.cluster_name)
         self.source = self.config.source
@@ -146,6 +158,12 @@ class PreemptionEnv(gym.Env):
 
     # ------------------------------------------------------------------ Gymnasium API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        if seed is not None:
+            if not is_integer(seed) or seed < 0:
+                raise ConfigError(f"Expected seed to be an integer >= 0 or None, got {seed!r}")
+            seed = int(seed)
+        if options is not None and not isinstance(options, dict):
+            raise ConfigError(f"Expected options to be a dict or None, got {type(options).__name__} {options!r}")
         super().reset(seed=seed)
         workload = self._draw_workload(options or {})
         self._workload = workload
@@ -179,11 +197,11 @@ class PreemptionEnv(gym.Env):
         start = self.sim.now
         pending = decision is not None if core is None else core.job >= 0
         if not pending:  # an episode without any decision: this step only ends it
-            if action != 0:
+            if action_index(action) != 0:
                 raise IllegalDecisionError(f"Action {action!r} is illegal: no decision is pending; legal: [0]")
             self.n_steps += 1
         elif core is not None:  # the native engine's protocol, in C++
-            n = self.sim.choose(_check_action(action, core.n_rows))
+            n = self.sim.choose(check_action(action, core.n_rows))
             self.n_steps += 1
             if n >= 0:  # resolved (0: declined)
                 n_preempted = n
@@ -419,15 +437,7 @@ class NativeDecision:
 
     def check(self, action: object) -> int:
         core = self._env._core
-        return _check_action(action, core.n_rows if core is not None else 0)
-
-
-def _check_action(action: Any, n_rows: int) -> int:
-    """:meth:`StepwiseDecision.check <schedgym.decision.StepwiseDecision.check>` for a decision with ``n_rows``
-    candidate rows: ``action`` as an int if it is legal, else the same :class:`IllegalDecisionError`."""
-    if type(action) is int and 0 <= action <= n_rows:
-        return action
-    return StepwiseDecision.check(cast(StepwiseDecision, SimpleNamespace(rows=range(n_rows))), action)
+        return check_action(action, core.n_rows if core is not None else 0)
 
 
 # The observation table of the docstring comes from the one schema (schedgym.decision.features).

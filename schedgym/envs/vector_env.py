@@ -28,11 +28,12 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from schedgym.decision import observation_size
+from schedgym.decision import action_index, check_action, observation_size
 from schedgym.envs.config import EnvConfig
-from schedgym.envs.preemption_env import PreemptionEnv, _check_action
+from schedgym.envs.preemption_env import PreemptionEnv
 from schedgym.errors import ConfigError, IllegalDecisionError
 from schedgym.sim.native_engine import StepwiseNativeSimulator
+from schedgym.sim.simulator import is_integer
 
 
 class PreemptionVectorEnv(gym.vector.VectorEnv):
@@ -57,18 +58,20 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
         sub_env_kwargs: list[dict[str, Any]] | None = None,
         **overrides: Any,
     ):
-        if not isinstance(num_envs, (int, np.integer)) or isinstance(num_envs, bool) or num_envs < 1:
+        if not is_integer(num_envs) or num_envs < 1:
             raise ConfigError(f"Expected num_envs to be an integer >= 1, got {num_envs!r}")
-        if max_episode_steps is not None and (not isinstance(max_episode_steps, int) or max_episode_steps < 1):
+        if max_episode_steps is not None and (not is_integer(max_episode_steps) or max_episode_steps < 1):
             raise ConfigError(f"Expected max_episode_steps to be an integer >= 1 or None, got {max_episode_steps!r}")
-        if n_threads is not None and (not isinstance(n_threads, int) or isinstance(n_threads, bool) or n_threads < 1):
+        if n_threads is not None and (not is_integer(n_threads) or n_threads < 1):
             raise ConfigError(f"Expected n_threads to be an integer >= 1 or None, got {n_threads!r}")
+        max_episode_steps = None if max_episode_steps is None else int(max_episode_steps)
+        n_threads = None if n_threads is None else int(n_threads)
         if sub_env_kwargs is None:
             self.envs = [PreemptionEnv(config, **overrides) for _ in range(int(num_envs))]
         else:
             if not isinstance(sub_env_kwargs, (list, tuple)) or len(sub_env_kwargs) != num_envs:
                 raise ConfigError(f"Expected sub_env_kwargs to be a list of {num_envs} dicts, got {sub_env_kwargs!r}")
-            if not all(isinstance(kw, dict) for kw in sub_env_kwargs):
+            if not all(isinstance(kw, dict) and all(isinstance(k, str) for k in kw) for kw in sub_env_kwargs):
                 raise ConfigError(f"Expected sub_env_kwargs to be a list of dicts, got {sub_env_kwargs!r}")
             self.envs = [PreemptionEnv(config, **{**overrides, **kw}) for kw in sub_env_kwargs]
             first_cfg = self.envs[0].config
@@ -97,13 +100,17 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
     ) -> tuple[np.ndarray, dict[str, Any]]:
         """Reset every sub-environment: ``seed`` an int (sub-environment ``i`` gets ``seed + i``), a list of
         seeds, or None; ``options`` go to every sub-environment."""
-        super().reset(seed=int(seed) if isinstance(seed, (int, np.integer)) else None)
-        if seed is None or isinstance(seed, (int, np.integer)):
+        if seed is None or is_integer(seed):
+            if seed is not None and seed < 0:
+                raise ConfigError(f"Expected seed to be an integer >= 0, a list of them or None, got {seed!r}")
             seeds = [None if seed is None else int(seed) + i for i in range(self.num_envs)]
-        else:
-            seeds = list(seed)
+        elif isinstance(seed, (list, tuple, np.ndarray)):
+            seeds = list(seed)  # each checked by its sub-environment's reset
             if len(seeds) != self.num_envs:
                 raise ConfigError(f"Expected {self.num_envs} seeds, got {len(seeds)}")
+        else:
+            raise ConfigError(f"Expected seed to be an integer >= 0, a list of them or None, got {seed!r}")
+        super().reset(seed=int(seed) if is_integer(seed) else None)
         observations: list[np.ndarray] = []
         infos: dict[str, Any] = {}
         for i, (env, s) in enumerate(zip(self.envs, seeds, strict=True)):
@@ -238,37 +245,48 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
             batch.cores[i] = None
 
     def _check_actions(self, actions: Any, resetting: np.ndarray) -> np.ndarray:
-        """``actions`` as int64, every one checked before any sub-environment steps: an illegal one raises
-        the single environment's :class:`IllegalDecisionError`, naming the sub-environment. The actions of
+        """``actions`` as int64, every one checked before any sub-environment steps: a batch of the wrong shape
+        (ragged, or not one action per sub-environment) raises :class:`ConfigError`; an action that is not an
+        integer or is illegal raises the single environment's :class:`IllegalDecisionError`
+        (:func:`~schedgym.decision.check_action`), naming the sub-environment. The actions of
         sub-environments about to be reset are ignored."""
-        raw = np.asarray(actions)
-        if raw.shape != (self.num_envs,):
-            raise ConfigError(f"Expected actions of shape ({self.num_envs},), got {raw.shape}")
+        n = self.num_envs
+        try:
+            raw = np.asarray(actions)
+        except (TypeError, ValueError):  # a ragged sequence (numpy refuses inhomogeneous shapes)
+            raise ConfigError(
+                f"Expected actions of shape ({n},), one integer per sub-environment, got a ragged sequence "
+                f"{_shorten(actions)}"
+            ) from None
+        if raw.shape != (n,):
+            raise ConfigError(
+                f"Expected actions of shape ({n},), one integer per sub-environment, got shape {raw.shape}: "
+                f"{_shorten(actions)}"
+            )
         if self._batch is not None:
             pending = self._batch.te_job >= 0
             n_rows = self._batch.n_candidates
         else:
             pending = np.array([env.decision is not None for env in self.envs])
             n_rows = np.array([len(env.candidate_rows) for env in self.envs], dtype=np.int64)
-        if raw.dtype.kind in "iub":
+        if isinstance(actions, np.ndarray) and raw.dtype.kind in "iu":  # the common case, checked at once
             out = raw.astype(np.int64)
             bad = ~resetting & ((out < 0) | (out > n_rows))
             if not bad.any():
                 return out
-            given = raw.tolist()
-        else:  # floats or objects: integral values only, as the single environment accepts
-            out = np.zeros(self.num_envs, dtype=np.int64)
-            given = raw.tolist()
+        else:  # floats, objects, bools, or a list (whose items are checked as given: [True, 1] is no int array)
+            out = np.zeros(n, dtype=np.int64)
+        given = list(actions) if isinstance(actions, (list, tuple)) else raw.tolist()
         for i in np.flatnonzero(~resetting).tolist():
             try:
                 if not pending[i]:
-                    if given[i] != 0:
+                    if action_index(given[i]) != 0:
                         raise IllegalDecisionError(
                             f"Action {given[i]!r} is illegal: no decision is pending; legal: [0]"
                         )
                     out[i] = 0
                 else:
-                    out[i] = _check_action(given[i], int(n_rows[i]))
+                    out[i] = check_action(given[i], int(n_rows[i]))
             except IllegalDecisionError as exc:
                 raise IllegalDecisionError(f"Sub-environment {i}: {exc}") from None
         return out
@@ -411,6 +429,12 @@ class _NativeBatch:
             "preemptions": self.preemptions.copy(),
             "_preemptions": present[10],
         }
+
+
+def _shorten(value: object, limit: int = 200) -> str:
+    """``repr(value)``, cut to ``limit`` characters (an error message stays one short line)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 # EnvConfig fields every sub-environment shares: the batched spaces and the batch stepper's reward.

@@ -8,6 +8,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from schedgym.decision import action_index
+
 
 class DictMaskObservation(gym.ObservationWrapper):
     """Put the action mask in the observation, RLlib's convention:
@@ -32,7 +34,8 @@ class IllegalActionAsWait(gym.Wrapper):
     """For algorithms that cannot read masks (PPO, DQN): an illegal action becomes 0, "preempt nothing".
 
     This is explicit and counted, never silent: ``info["illegal_action"]`` is True on such a step and
-    ``info["illegal_actions"]`` counts them over the episode.
+    ``info["illegal_actions"]`` counts them over the episode. An action that is not an integer at all (a
+    bool, 1.5, inf) is no choice of the agent's: it raises :class:`~schedgym.errors.IllegalDecisionError`.
     """
 
     def __init__(self, env: gym.Env):
@@ -45,7 +48,7 @@ class IllegalActionAsWait(gym.Wrapper):
 
     def step(self, action: Any):
         mask = self.env.unwrapped.action_masks()  # type: ignore[attr-defined]
-        a = int(action)
+        a = action_index(action)  # not an integer (True, 1.5, inf): IllegalDecisionError, not a wait
         illegal = not (0 <= a < len(mask) and mask[a])
         if illegal:
             self.n_illegal += 1

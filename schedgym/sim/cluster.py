@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import math
 import numbers
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -265,9 +266,34 @@ def write_cluster_csv(fh: IO[str], cluster: ClusterSpec) -> None:
         w.writerow([n.name, repr(n.gpus), repr(n.cpus), repr(n.mem_gb), n.gpu_model])
 
 
-def resolve_cluster(name_or_path: str) -> ClusterSpec:
+def cluster_argument(name: str, value: object) -> str:
+    """``value``, the cluster argument ``name`` (``cluster``...), as a string: a name or a path given as a
+    string or an ``os.PathLike`` (``pathlib.Path``). Anything else (an int, bytes, a list, an empty string)
+    raises a :class:`ConfigError` naming its type and value."""
+    text = value
+    if isinstance(value, os.PathLike):
+        try:
+            text = os.fspath(value)
+        except TypeError:  # its __fspath__ gives neither str nor bytes
+            text = None
+    if isinstance(text, str) and text.strip():
+        return text
+    raise ConfigError(f"Expected {name} to be a preset name or a path, got {type(value).__name__} {value!r}")
+
+
+def _is_file(path: str) -> bool:
+    """Whether ``path`` names an existing file system entry; False for what cannot be a path at all (a name
+    too long for the file system, a NUL character)."""
+    try:
+        return Path(path).exists()
+    except (OSError, ValueError):
+        return False
+
+
+def resolve_cluster(name_or_path: str | os.PathLike[str]) -> ClusterSpec:
     """A preset name, a bundled cluster name, the name of a subset of one (:data:`SUBSET_CLUSTERS`), or a path
-    to a cluster CSV."""
+    to a cluster CSV (a string or a ``pathlib.Path``); anything else raises :class:`ConfigError`."""
+    name_or_path = cluster_argument("cluster", name_or_path)
     if name_or_path in CLUSTER_PRESETS:
         return cluster_preset(name_or_path)
     if name_or_path in BUNDLED_CLUSTERS:
@@ -276,6 +302,6 @@ def resolve_cluster(name_or_path: str) -> ClusterSpec:
     if name_or_path in SUBSET_CLUSTERS:
         subset = SUBSET_CLUSTERS[name_or_path]
         return ClusterSpec(subset.select(resolve_cluster(subset.source)), name=name_or_path)
-    if name_or_path.endswith(".csv") or Path(name_or_path).exists():
+    if name_or_path.endswith(".csv") or _is_file(name_or_path):
         return load_cluster_csv(name_or_path)
     return cluster_preset(name_or_path)  # raises with the list of names

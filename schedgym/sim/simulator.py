@@ -15,13 +15,17 @@ native one is tested against. ``Simulator(...)`` builds the one that :func:`sele
 from __future__ import annotations
 
 import math
+import numbers
 import os
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
+
+import numpy as np
 
 from schedgym.errors import ConfigError, IllegalDecisionError
+from schedgym.limits import check_time
 from schedgym.sim.policy import PreemptionPolicy, QueueDiscipline
 
 if TYPE_CHECKING:
@@ -31,6 +35,30 @@ if TYPE_CHECKING:
 
 ENGINES = ("native", "python")
 ENV_VAR = "SCHEDGYM_ENGINE"
+
+MAX_PREEMPTIONS = 1_000_000
+"""Largest ``max_preemptions`` (the cap P), from every front end (``--max-preemptions``, ``sweep --set``, the
+environment's ``sim``, Python): a job preempted a million times has spent at least a million grace periods
+and restarts; the default is 1."""
+
+
+def is_number(value: object) -> bool:
+    """Whether ``value`` is a finite real number: an int, a float or a numpy scalar of either, not a bool (nor
+    a string, None, an array...). The type check of every number field of the configuration dataclasses
+    (:class:`SimConfig`, :class:`~schedgym.workloads.synthetic.SyntheticConfig`,
+    :class:`~schedgym.envs.EnvConfig`)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        return False
+    try:
+        return math.isfinite(value)
+    except (OverflowError, TypeError, ValueError):  # a Real that float() cannot take
+        return False
+
+
+def is_integer(value: object) -> TypeGuard[int | np.integer]:
+    """Whether ``value`` is an integer: an int or a numpy integer, not a bool (nor 2.0 or 2.5). The type check
+    of every count field of the configuration dataclasses."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,13 +71,20 @@ class SimConfig:
             start; if False, the queue blocks at the first job that does not fit (strict head of line).
         placement: ``"best-fit"`` (least leftover GPUs, then CPUs, then memory; ties by node order) or
             ``"first-fit"`` (lowest node index that fits).
-        max_preemptions: the cap P: a job preempted this many times is no longer a candidate.
+        max_preemptions: the cap P: a job preempted this many times is no longer a candidate (an integer
+            from 0 to :data:`MAX_PREEMPTIONS`).
         restart_overhead: seconds charged at the start of every run that follows a preemption (no
             progress is made during it), for every job that gives none of its own
-            (``JobSpec.restart_overhead``, the trace column ``restart_overhead``).
+            (``JobSpec.restart_overhead``, the trace column ``restart_overhead``); a number from 0 to
+            :data:`~schedgym.limits.MAX_TIME`.
         engine: ``"native"`` (the compiled engine), ``"python"`` (the reference), or None: the environment
             variable ``SCHEDGYM_ENGINE``, else native, falling back to Python with one warning if the native
             module cannot be imported. Both give the same results.
+
+    Construction checks every field, whichever front end gave it (the CLI's options, ``sweep --set``, the
+    environment's ``sim``, Python): a wrong type (a bool is not a number, 2.5 not an int), a value that is not
+    finite or out of range raises :class:`~schedgym.errors.ConfigError` stating the expected and the given
+    value. Numpy scalars are taken and stored as Python numbers.
     """
 
     queue: QueueDiscipline | str = QueueDiscipline.PRIORITY
@@ -62,24 +97,33 @@ class SimConfig:
     def __post_init__(self) -> None:
         try:
             object.__setattr__(self, "queue", QueueDiscipline(self.queue))
-        except ValueError:
+        except (TypeError, ValueError):
             raise ConfigError(f"Expected queue in {[q.value for q in QueueDiscipline]}, got {self.queue!r}") from None
-        if self.placement not in ("best-fit", "first-fit"):
+        if not isinstance(self.placement, str) or self.placement not in ("best-fit", "first-fit"):
             raise ConfigError(f"Expected placement 'best-fit' or 'first-fit', got {self.placement!r}")
-        if not isinstance(self.max_preemptions, int) or isinstance(self.max_preemptions, bool):
+        if not is_integer(self.max_preemptions):
             raise ConfigError(f"Expected max_preemptions to be an int, got {self.max_preemptions!r}")
         if self.max_preemptions < 0:
-            raise ConfigError(f"Expected max_preemptions >= 0, got {self.max_preemptions}")
-        if not (
-            isinstance(self.restart_overhead, (int, float))
-            and not isinstance(self.restart_overhead, bool)
-            and math.isfinite(self.restart_overhead)
-            and self.restart_overhead >= 0
-        ):
-            raise ConfigError(f"Expected restart_overhead >= 0, got {self.restart_overhead!r}")
-        if not isinstance(self.backfill, bool):
+            raise ConfigError(f"Expected max_preemptions >= 0, got {self.max_preemptions!r}")
+        if self.max_preemptions > MAX_PREEMPTIONS:
+            raise ConfigError(
+                f"Expected max_preemptions <= {MAX_PREEMPTIONS:,} (schedgym.sim.simulator.MAX_PREEMPTIONS), "
+                f"got {self.max_preemptions!r}"
+            )
+        if type(self.max_preemptions) is not int:  # a numpy integer: stored as the int it is
+            object.__setattr__(self, "max_preemptions", int(self.max_preemptions))
+        overhead = self.restart_overhead
+        if not is_number(overhead) or overhead < 0:
+            raise ConfigError(f"Expected restart_overhead to be a finite number >= 0, got {overhead!r}")
+        problem = check_time(float(overhead))
+        if problem is not None:
+            raise ConfigError(f"Expected restart_overhead {problem.removeprefix('expected ')}, got {overhead!r}")
+        if type(overhead) not in (int, float):  # a numpy scalar: stored as the Python number it is
+            object.__setattr__(self, "restart_overhead", float(overhead))
+        if not isinstance(self.backfill, (bool, np.bool_)):
             raise ConfigError(f"Expected backfill to be a bool, got {self.backfill!r}")
-        if self.engine not in (None, *ENGINES):
+        object.__setattr__(self, "backfill", bool(self.backfill))
+        if self.engine is not None and (not isinstance(self.engine, str) or self.engine not in ENGINES):
             raise ConfigError(f"Expected engine in {list(ENGINES)} or None, got {self.engine!r}")
 
 
@@ -236,4 +280,13 @@ class Simulator:
         raise NotImplementedError
 
 
-__all__ = ["ENGINES", "SimConfig", "Simulator", "native_available", "select_engine"]
+__all__ = [
+    "ENGINES",
+    "MAX_PREEMPTIONS",
+    "SimConfig",
+    "Simulator",
+    "is_integer",
+    "is_number",
+    "native_available",
+    "select_engine",
+]

@@ -37,15 +37,16 @@ import functools
 import itertools
 import math
 import numbers
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from schedgym.errors import ConfigError, UnknownNameError
-from schedgym.limits import MAX_TIME
+from schedgym.limits import MAX_AMOUNT, MAX_JOBS, MAX_NODES, MAX_TIME, check_amount, check_time
 from schedgym.sim.cluster import ClusterSpec
 from schedgym.sim.job import JobClass, JobTable
+from schedgym.sim.simulator import is_integer, is_number
 from schedgym.workloads.trace import Workload
 
 _SYNTHETIC_VERSION = 2
@@ -67,19 +68,60 @@ def _load_native() -> Any:
 _native = _load_native()
 
 
-def _check_dist(name: str, dist: tuple[tuple[float, float], ...]) -> None:
-    if not dist:
+def _pairs(name: str, table: object, what: str) -> list[tuple[float, float]]:
+    """``table`` (a tuple, list or array of 2-item pairs of numbers) as a list of its pairs (the numbers as
+    given, for the messages), else a ConfigError. The values' ranges (finite among them) are the caller's to
+    check."""
+    sequence = (tuple, list, np.ndarray)
+    try:
+        if not isinstance(table, sequence):
+            raise TypeError
+        pairs = []
+        for pair in table:
+            if not isinstance(pair, sequence):
+                raise TypeError
+            a, b = pair
+            if not (_is_real(a) and _is_real(b)):
+                raise TypeError
+            pairs.append((a, b))
+    except (TypeError, ValueError):
+        raise ConfigError(f"Expected {name} to be {what} pairs of numbers, got {table!r}") from None
+    return pairs
+
+
+def _is_real(value: object) -> bool:
+    """A real number, finite or not (not a bool)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
+def _check_dist(name: str, dist: tuple[tuple[float, float], ...]) -> list[tuple[float, float]]:
+    """A distribution's (value, probability) pairs, checked: non-empty, probabilities >= 0 summing to 1,
+    values finite and > 0."""
+    if isinstance(dist, (tuple, list, np.ndarray)) and len(dist) == 0:
         raise ConfigError(f"Expected a non-empty distribution for {name}, got {dist!r}")
-    probs = [p for _, p in dist]
+    pairs = _pairs(name, dist, "(value, probability)")
+    probs = [p for _, p in pairs]
     if any(p < 0 for p in probs) or not math.isclose(sum(probs), 1.0, abs_tol=1e-6):
         raise ConfigError(f"Expected the probabilities of {name} to be >= 0 and sum to 1, got {probs}")
-    if any(v <= 0 for v, _ in dist):
-        raise ConfigError(f"Expected positive values in {name}, got {[v for v, _ in dist]}")
+    values = [v for v, _ in pairs]
+    if any(v <= 0 for v in values):
+        raise ConfigError(f"Expected positive values in {name}, got {values}")
+    if not all(math.isfinite(v) for v in values):
+        raise ConfigError(f"Expected finite values in {name}, got {values}")
+    return pairs
 
 
 @dataclass(frozen=True)
 class SyntheticConfig:
-    """Distributions of a synthetic workload. Times in seconds."""
+    """Distributions of a synthetic workload. Times in seconds.
+
+    Construction checks every field, whichever front end gave it (``sweep --set``, a preset's overrides,
+    Python), and what they give together: every job :func:`generate` can draw is within
+    :mod:`schedgym.limits` (durations rounded to at least 1 s and at most ``MAX_TIME``, GPUs, CPUs and memory
+    at most ``MAX_AMOUNT``, gangs of at most ``MAX_NODES`` nodes), so that a bad value raises
+    :class:`~schedgym.errors.ConfigError` naming it before any workload is drawn. Numbers are ints, floats or
+    numpy scalars (not bools or strings); ``n_jobs`` is an integer.
+    """
 
     n_jobs: int = 5000
     """number of jobs drawn"""
@@ -118,32 +160,102 @@ class SyntheticConfig:
     by its GPUs, looked up as ``grace_median_by_gpus``. Empty: jobs give none"""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.n_jobs, int) or self.n_jobs <= 0:
-            raise ConfigError(f"Expected n_jobs > 0, got {self.n_jobs!r}")
+        # Every field's type and range, then what the fields give together: every job drawn is a valid job
+        # (schedgym.limits), so that a bad value fails here, naming it, before any workload is drawn.
+        if not is_integer(self.n_jobs) or self.n_jobs <= 0:
+            raise ConfigError(f"Expected n_jobs > 0 (an integer), got {self.n_jobs!r}")
+        if self.n_jobs > MAX_JOBS:
+            raise ConfigError(f"Expected n_jobs <= {MAX_JOBS:,} (schedgym.limits.MAX_JOBS), got {self.n_jobs!r}")
+        if type(self.n_jobs) is not int:  # a numpy integer
+            object.__setattr__(self, "n_jobs", int(self.n_jobs))
         check_load(self.load)
-        if not (0 <= self.te_fraction <= 1):
+        if not (is_number(self.te_fraction) and 0 <= self.te_fraction <= 1):
             raise ConfigError(f"Expected 0 <= te_fraction <= 1, got {self.te_fraction!r}")
+        for name in _NUMBER_FIELDS:
+            value = getattr(self, name)
+            if not is_number(value):
+                raise ConfigError(f"Expected {name} to be a finite number, got {value!r}")
         for cls in ("te", "be"):
             lo, hi = getattr(self, f"{cls}_duration_min"), getattr(self, f"{cls}_duration_max")
             med = getattr(self, f"{cls}_duration_median")
             if not (0 < lo <= hi) or med <= 0:
                 raise ConfigError(f"Expected 0 < {cls}_duration_min <= {cls}_duration_max, got {lo!r}, {hi!r}")
+            if not round(lo) >= 1:  # durations are rounded to whole seconds (np.round: halves to even)
+                raise ConfigError(
+                    f"Expected {cls}_duration_min to round to at least 1 s (durations are drawn in whole "
+                    f"seconds), got {lo!r}"
+                )
+            _check_time(f"{cls}_duration_max", hi)
         for name in ("te_duration_sigma", "be_duration_sigma", "grace_sigma"):
             value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+            if value < 0:
                 raise ConfigError(f"Expected {name} >= 0, got {value!r}")
-        if not (isinstance(self.gpus_per_node, (int, float)) and self.gpus_per_node > 0):
-            raise ConfigError(f"Expected gpus_per_node > 0, got {self.gpus_per_node!r}")
         if self.grace_median <= 0:
             raise ConfigError(f"Expected grace_median > 0, got {self.grace_median!r}")
         if self.te_grace < 0:
             raise ConfigError(f"Expected te_grace >= 0, got {self.te_grace!r}")
+        _check_time("te_grace", self.te_grace)
         if not (0 <= self.grace_min <= self.grace_max):
             raise ConfigError(f"Expected 0 <= grace_min <= grace_max, got {self.grace_min!r}, {self.grace_max!r}")
-        for name in ("te_gpus", "be_gpus", "cpus_per_gpu", "mem_per_gpu"):
-            _check_dist(name, getattr(self, name))
+        _check_time("grace_max", self.grace_max)
+        dists = {name: _check_dist(name, getattr(self, name)) for name in _DISTRIBUTIONS}
+        gpus = float(max(v for name in ("te_gpus", "be_gpus") for v, _ in dists[name]))
+        if check_amount(gpus) is not None:
+            raise ConfigError(
+                f"Expected the GPUs of te_gpus and be_gpus at most {MAX_AMOUNT:g} (schedgym.limits.MAX_AMOUNT), "
+                f"got {gpus!r}"
+            )
+        for name in ("cpus_per_gpu", "mem_per_gpu"):
+            per_gpu = float(max(v for v, _ in dists[name]))
+            if check_amount(gpus * per_gpu) is not None:
+                raise ConfigError(
+                    f"Expected {name} at most {MAX_AMOUNT / gpus:g} (a job of {gpus:g} GPUs gets up to "
+                    f"{MAX_AMOUNT:g}, schedgym.limits.MAX_AMOUNT), got {per_gpu!r}"
+                )
+        gpn = self.gpus_per_node
+        if not gpn > 0:
+            raise ConfigError(f"Expected gpus_per_node > 0, got {gpn!r}")
+        if gpus / gpn > MAX_NODES:  # the gang size ceil(gpus / gpus_per_node), without forming it
+            raise ConfigError(
+                f"Expected gpus_per_node >= {gpus / MAX_NODES:g} (a job of {gpus:g} GPUs spans at most "
+                f"{MAX_NODES:,} nodes, schedgym.limits.MAX_NODES), got {gpn!r}"
+            )
         for name in ("grace_median_by_gpus", "restart_overhead_by_gpus"):
             _check_by_gpus(name, getattr(self, name))
+        if self.grace_median_by_gpus:  # a BE job's grace period is scaled by seconds / grace_median
+            longest = max(v for _, v in self.grace_median_by_gpus)
+            if self.grace_max * longest > MAX_TIME * self.grace_median:
+                raise ConfigError(
+                    f"Expected grace periods of at most {MAX_TIME:g} s (schedgym.limits.MAX_TIME), got up to "
+                    f"grace_max x the longest seconds of grace_median_by_gpus / grace_median = "
+                    f"{self.grace_max!r} x {longest!r} / {self.grace_median!r}"
+                )
+
+
+_DISTRIBUTIONS = ("te_gpus", "be_gpus", "cpus_per_gpu", "mem_per_gpu")
+_NUMBER_FIELDS = (
+    "te_duration_median",
+    "te_duration_sigma",
+    "te_duration_min",
+    "te_duration_max",
+    "be_duration_median",
+    "be_duration_sigma",
+    "be_duration_min",
+    "be_duration_max",
+    "gpus_per_node",
+    "grace_median",
+    "grace_sigma",
+    "grace_min",
+    "grace_max",
+    "te_grace",
+)
+"""the scalar number fields of :class:`SyntheticConfig` (besides ``load`` and ``te_fraction``)"""
+
+
+def _check_time(name: str, value: float) -> None:
+    problem = check_time(float(value))
+    if problem is not None:
+        raise ConfigError(f"Expected {name} {problem.removeprefix('expected ')}, got {value!r}")
 
 
 MAX_LOAD = 10.0
@@ -158,10 +270,7 @@ def check_load(load: object) -> None:
 
 def _check_by_gpus(name: str, table: tuple[tuple[float, float], ...]) -> None:
     """A ``*_by_gpus`` table: (bound, seconds) pairs, bounds > 0 and increasing, seconds in [0, MAX_TIME]."""
-    try:
-        pairs = [(float(b), float(v)) for b, v in table]
-    except (TypeError, ValueError):
-        raise ConfigError(f"Expected {name} to be (up to GPUs, seconds) pairs, got {table!r}") from None
+    pairs = _pairs(name, table, "(up to GPUs, seconds)")
     bounds = [b for b, _ in pairs]
     if not all(math.isfinite(b) and b > 0 for b in bounds) or any(a >= b for a, b in itertools.pairwise(bounds)):
         raise ConfigError(f"Expected the GPU bounds of {name} to be > 0 and increasing, got {bounds}")
@@ -400,8 +509,10 @@ def _generate_native(
 
 def preset(name: str, **overrides: Any) -> SyntheticConfig:
     """A named preset, optionally with fields replaced (``preset("paper", n_jobs=500)``)."""
-    try:
-        base = PRESETS[name]
-    except KeyError:
-        raise UnknownNameError(f"Unknown workload {name!r}; expected one of {sorted(PRESETS)}") from None
+    base = PRESETS.get(name) if isinstance(name, str) else None
+    if base is None:
+        raise UnknownNameError(f"Unknown workload {name!r}; expected one of {sorted(PRESETS)}")
+    unknown = sorted(set(overrides) - {f.name for f in fields(SyntheticConfig)})
+    if unknown:
+        raise ConfigError(f"Unknown SyntheticConfig fields {unknown}; expected fields of SyntheticConfig")
     return replace(base, **overrides) if overrides else base
