@@ -171,7 +171,10 @@ def _add_workload_options(cmd: argparse.ArgumentParser, policies: str) -> None:
 def _add_rule_options(cmd: argparse.ArgumentParser) -> None:
     """The simulator's rules (SimConfig) as compare's and sweep's options."""
     cmd.add_argument(
-        "--max-preemptions", type=_int_type(0, 1_000_000), default=1, help="cap P on preemptions per job (default: 1)"
+        "--max-preemptions",
+        type=_int_type(0, limits.MAX_PREEMPTIONS, "MAX_PREEMPTIONS"),
+        default=1,
+        help="cap P on preemptions per job (default: 1)",
     )
     cmd.add_argument(
         "--restart-overhead", type=_nonneg_float, default=0.0, help="seconds charged on each restart (at most 1e10)"

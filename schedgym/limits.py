@@ -55,6 +55,11 @@ from the file's headers before anything is inflated or allocated, and enforced w
 may lie). :data:`MAX_PARAMETERS` float32 weights with Adam's state take 600 MB; the bundled models are
 under 200 KB."""
 
+MAX_PREEMPTIONS = 1_000_000
+"""Largest ``max_preemptions`` (the cap P), from every front end (``--max-preemptions``, ``sweep --set``, the
+environment's ``sim``, Python): a job preempted a million times has spent at least a million grace periods
+and restarts; the default is 1."""
+
 MAX_SEED = 2**32 - 1
 """Largest seed of ``schedgym train --seed`` and of ``--first-seed`` + ``--seeds`` (numpy and torch both
 take seeds in 0..2**32-1)."""

@@ -10,6 +10,7 @@ every numpy bit generator; and they check when the Python path is taken instead.
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import threading
@@ -76,6 +77,15 @@ def assert_identical(config: SyntheticConfig, cluster: ClusterSpec, seed: int, b
     # The Generator continues as if the Python path had drawn from it.
     assert same_state(native_rng.bit_generator.state, python_rng.bit_generator.state)
     assert native_rng.random(3).tolist() == python_rng.random(3).tolist()
+
+
+def unchecked(**fields: object) -> SyntheticConfig:
+    """The paper preset with ``fields`` set past :class:`SyntheticConfig`'s checks, which refuse them (every job
+    drawn must be within schedgym.limits): the generator's own guards are tested on such configurations."""
+    config = copy.copy(preset("paper"))
+    for name, value in fields.items():
+        object.__setattr__(config, name, value)
+    return config
 
 
 def same_state(a: object, b: object) -> bool:
@@ -163,12 +173,20 @@ def test_the_mean_is_numpys_pairwise_mean(n_jobs):
 def test_invalid_jobs_raise_the_python_paths_error():
     # Durations above schedgym.limits.MAX_TIME (1e10 s), half-second durations rounded to 0, gangs with
     # more GPUs than JobSpec allows: the table's check names the same job and value on both paths.
-    cases = [
-        preset("paper", n_jobs=50, be_duration_median=1e11, be_duration_min=1e11, be_duration_max=2e11),
-        preset("paper", n_jobs=50, te_fraction=0.5, te_duration_median=0.4, te_duration_min=0.3, te_duration_max=0.4),
-        preset("paper", n_jobs=50, be_gpus=((2e6, 1.0),)),
+    # SyntheticConfig refuses these (unchecked() gets past it); arrivals beyond MAX_TIME it cannot see (they
+    # depend on the cluster).
+    refused = [
+        dict(n_jobs=50, be_duration_median=1e11, be_duration_min=1e11, be_duration_max=2e11),
+        dict(n_jobs=50, te_fraction=0.5, te_duration_median=0.4, te_duration_min=0.3, te_duration_max=0.4),
+        dict(n_jobs=50, be_gpus=((2e6, 1.0),)),
     ]
-    for config in cases:
+    for fields in refused:
+        with pytest.raises(ConfigError):
+            preset("paper", **fields)
+    late = preset(
+        "paper", n_jobs=50, te_fraction=0.0, load=0.01, be_duration_median=1e9, be_duration_min=1e9, be_duration_max=1e9
+    )
+    for config in [*(unchecked(**fields) for fields in refused), late]:
         _, _, native, python = both(config, resolve_cluster("paper"), 3)
         assert isinstance(python, ConfigError) and type(native) is type(python) and str(native) == str(python)
 
@@ -189,12 +207,13 @@ class _Generator(np.random.Generator):
     [
         (preset("paper"), _Generator(np.random.PCG64(1))),  # a subclass may draw differently
         (preset("paper", te_duration_min=np.float32(60.0)), None),  # numpy scalars other than float64
-        (preset("paper", te_duration_max=float("inf")), None),  # outside the range without overflow
-        (preset("paper", gpus_per_node=1e-120), None),
-        (preset("paper", be_gpus=((1e120, 1.0),)), None),
+        # The rest SyntheticConfig refuses (but cpus_per_gpu=1e-120): the generator's guards stay.
+        (unchecked(te_duration_max=float("inf")), None),  # outside the range without overflow
+        (unchecked(gpus_per_node=1e-120), None),
+        (unchecked(be_gpus=((1e120, 1.0),)), None),
         (preset("paper", cpus_per_gpu=((1e-120, 1.0),)), None),
-        (preset("paper", be_gpus=((2.0**63, 1.0),), gpus_per_node=1.0), None),  # a gang size beyond int64
-        (preset("paper", grace_max=2**60 + 1), None),  # an int that float() rounds
+        (unchecked(be_gpus=((2.0**63, 1.0),), gpus_per_node=1.0), None),  # a gang size beyond int64
+        (unchecked(grace_max=2**60 + 1), None),  # an int that float() rounds
     ],
 )
 def test_parameters_outside_the_native_range_are_drawn_in_python(config, rng):

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 import numpy as np
 
 from schedgym.errors import ConfigError, IllegalDecisionError
-from schedgym.limits import check_time
+from schedgym.limits import MAX_PREEMPTIONS, check_time
 from schedgym.sim.policy import PreemptionPolicy, QueueDiscipline
 
 if TYPE_CHECKING:
@@ -35,11 +35,6 @@ if TYPE_CHECKING:
 
 ENGINES = ("native", "python")
 ENV_VAR = "SCHEDGYM_ENGINE"
-
-MAX_PREEMPTIONS = 1_000_000
-"""Largest ``max_preemptions`` (the cap P), from every front end (``--max-preemptions``, ``sweep --set``, the
-environment's ``sim``, Python): a job preempted a million times has spent at least a million grace periods
-and restarts; the default is 1."""
 
 
 def is_number(value: object) -> bool:
@@ -107,7 +102,7 @@ class SimConfig:
             raise ConfigError(f"Expected max_preemptions >= 0, got {self.max_preemptions!r}")
         if self.max_preemptions > MAX_PREEMPTIONS:
             raise ConfigError(
-                f"Expected max_preemptions <= {MAX_PREEMPTIONS:,} (schedgym.sim.simulator.MAX_PREEMPTIONS), "
+                f"Expected max_preemptions <= {MAX_PREEMPTIONS:,} (schedgym.limits.MAX_PREEMPTIONS), "
                 f"got {self.max_preemptions!r}"
             )
         if type(self.max_preemptions) is not int:  # a numpy integer: stored as the int it is
