@@ -6,6 +6,10 @@ train --policy rows``) whose ``act`` picks the action ``model.predict(obs, deter
 (``action_masks=`` for MaskablePPO). Which of the two a file holds is read off its parameter names.
 ``policy.pth`` in it is a torch zip archive holding a pickle; it is read by an unpickler that knows only the
 few globals a plain state dict uses and maps them to numpy stand-ins, so a crafted file cannot run code.
+
+Every zip read here (the model, the ``policy.pth`` archive inside it, an exported ``.npz``) is read by
+:class:`_Archive`, within :data:`schedgym.limits.MAX_MODEL_ENTRY_BYTES`: a member's declared size is checked
+before it is inflated, an ``.npz`` array's shape before it is allocated, and the bound holds while inflating.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import collections
 import io
 import json
 import math
+import os
 import pickle
 import pickletools
 import zipfile
@@ -26,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from schedgym import limits
+from schedgym._csvio import open_input, read_bounded
 from schedgym.decision.features import CANDIDATE_FEATURES, N_HEAD
 from schedgym.errors import SchedGymError
 
@@ -63,10 +70,95 @@ _ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {  # torch.nn clas
 _DTYPES = {"FloatStorage": "f4", "DoubleStorage": "f8"}  # torch's pickled storage type names -> numpy
 
 
+_LIMIT = "(schedgym.limits.MAX_MODEL_ENTRY_BYTES)"
+
+
+class _Archive:
+    """A zip of a saved model whose members are read within :data:`~schedgym.limits.MAX_MODEL_ENTRY_BYTES`
+    (its value when the archive is opened): a member's declared size is checked before it is inflated, and
+    no more than that size is inflated, however much the compressed data holds (a header may lie). The
+    members read from one archive together stay within the same bound, so that many members of a small file
+    cannot each inflate to the limit. ``what`` names a nested archive in messages (``"policy.pth"``)."""
+
+    def __init__(self, archive: zipfile.ZipFile, where: str, what: str = ""):
+        self.zip, self.where, self.what = archive, where, what
+        self.limit = limits.MAX_MODEL_ENTRY_BYTES
+        self.left = self.limit  # bytes the members read so far leave to the others
+
+    def names(self) -> list[str]:
+        return self.zip.namelist()
+
+    def _entry(self, name: str) -> str:
+        return f"{self.what} entry {name}" if self.what else f"entry {name}"
+
+    def _check(self, name: str, size: int) -> None:
+        """Refuse ``size`` bytes (declared in a header) of member ``name`` over the bounds, before reading it."""
+        if size > self.limit:
+            raise SchedGymError(
+                f"{self.where}: {self._entry(name)} is {size:,} bytes, more than {self.limit:,} {_LIMIT}"
+            )
+        if size > self.left:
+            raise SchedGymError(
+                f"{self.where}: the entries of {self.what or 'the zip'} hold more than {self.limit:,} bytes in all "
+                f"{_LIMIT}"
+            )
+
+    def _take(self, name: str, stream: Any, n: int) -> bytes:
+        """The ``n`` bytes (checked by :meth:`_check`) of member ``name`` left in ``stream``: at most ``n + 1``
+        are inflated, and one more than ``n`` is refused."""
+        data = read_bounded(stream, n + 1)
+        if len(data) > n:  # Python's zipfile stops at the declared size; this holds whatever reads the stream
+            raise SchedGymError(f"{self.where}: {self._entry(name)} inflates to more than the {n:,} bytes it declares")
+        self.left -= len(data)
+        return data
+
+    def read(self, name: str) -> bytes:
+        """Member ``name`` (KeyError if there is none), within the bounds."""
+        info = self.zip.getinfo(name)
+        self._check(name, info.file_size)
+        with self.zip.open(info) as member:
+            return self._take(name, member, info.file_size)
+
+    def read_array(self, info: zipfile.ZipInfo) -> np.ndarray:
+        """The ``.npy`` member ``info`` as :func:`numpy.load` reads it with ``allow_pickle=False``, its header read
+        and its shape checked before anything is allocated: at most the bounds, and the member's declared size.
+        ValueError if it is not an array of plain data."""
+        name = info.filename
+        self._check(name, info.file_size)
+        with self.zip.open(info) as member:
+            version = np.lib.format.read_magic(member)
+            if version == (1, 0):
+                shape, fortran_order, dtype = np.lib.format.read_array_header_1_0(member)
+            elif version == (2, 0):
+                shape, fortran_order, dtype = np.lib.format.read_array_header_2_0(member)
+            else:  # 3.0 only differs for non-Latin-1 field names, which an exported actor has none of
+                raise ValueError(f"unsupported .npy format version {version}")
+            if dtype.hasobject or any(n < 0 for n in shape):
+                raise ValueError("an object array, or a negative dimension")
+            count = math.prod(shape)
+            nbytes = count * dtype.itemsize
+            if max(count, nbytes) > self.limit:
+                raise SchedGymError(
+                    f"{self.where}: array {name} of shape {shape} ({dtype}) takes {nbytes:,} bytes, more than "
+                    f"{self.limit:,} {_LIMIT}"
+                )
+            if member.tell() + nbytes != info.file_size:
+                raise SchedGymError(
+                    f"{self.where}: array {name} is {info.file_size:,} bytes, but its header (shape {shape}, "
+                    f"{dtype}) says {member.tell() + nbytes:,}"
+                )
+            self.left -= member.tell()  # the header counts as the member's bytes too
+            data = self._take(name, member, nbytes)
+        if len(data) != nbytes:
+            raise ValueError(f"{name}: {len(data)} bytes of data, not {nbytes}")
+        array = np.frombuffer(data, dtype, count).copy()  # writable, as numpy's own
+        return array.reshape(shape[::-1]).transpose() if fortran_order else array.reshape(shape)
+
+
 class _StateDictUnpickler(pickle.Unpickler):
     """Unpickles a torch state dict into ``{name: np.ndarray}``; refuses every global a state dict does not need."""
 
-    def __init__(self, archive: zipfile.ZipFile, root: str, byteorder: str, where: str):
+    def __init__(self, archive: _Archive, root: str, byteorder: str, where: str):
         super().__init__(io.BytesIO(archive.read(f"{root}data.pkl")))
         self.archive, self.root, self.where = archive, root, where
         self.big_endian = byteorder == "big"
@@ -309,16 +401,25 @@ MAX_NPZ_BYTES = 1 << 30  # an exported actor of 64 x 64 units is ~70 kB; this re
 
 def load_rllib_network(path: str | Path) -> RLlibActorNetwork:
     """Read an actor exported by :func:`schedgym.rllib.export.save_actor` (``.npz``), checked by
-    :func:`rllib_network`. ``np.load`` runs with ``allow_pickle=False``: nothing in the file is executed."""
+    :func:`rllib_network`. Its arrays are read as ``np.load`` with ``allow_pickle=False`` reads them (nothing in
+    the file is executed), each header checked first (:meth:`_Archive.read_array`)."""
     where = str(path)
     try:
-        if Path(path).stat().st_size > MAX_NPZ_BYTES:
-            raise SchedGymError(f"{where}: more than {MAX_NPZ_BYTES:,} bytes, not an exported actor")
-        with np.load(path, allow_pickle=False) as npz:
-            arrays = {name: npz[name] for name in npz.files}
+        with open_input(path, "model") as fh:
+            if os.fstat(fh.fileno()).st_size > MAX_NPZ_BYTES:
+                raise SchedGymError(f"{where}: more than {MAX_NPZ_BYTES:,} bytes, not an exported actor")
+            with zipfile.ZipFile(fh) as npz:
+                archive, arrays = _Archive(npz, where), {}
+                for info in npz.infolist():
+                    key = info.filename.removesuffix(".npy")
+                    if key == info.filename or key in arrays:
+                        raise ValueError(f"{info.filename} is not one more .npy array")
+                    arrays[key] = archive.read_array(info)
+    except SchedGymError:
+        raise
     except OSError as exc:
         raise SchedGymError(f"{where}: cannot read the model ({exc.strerror or exc})") from None
-    except (ValueError, zipfile.BadZipFile, zlib.error, EOFError):  # not an npz, or an object array
+    except (ValueError, zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError):
         raise SchedGymError(f"{where}: not an actor exported by 'schedgym train --algo rllib_ppo'") from None
     return rllib_network(arrays, where)
 
@@ -374,12 +475,15 @@ def load_policy_network(path: str | Path, algo: str, policy: str | None = None) 
     if policy is not None and policy not in POLICIES:
         raise SchedGymError(f"Unknown policy architecture {policy!r} for {where}; expected one of {list(POLICIES)}")
     try:
-        with zipfile.ZipFile(path) as outer:
-            missing = [name for name in ("data", "policy.pth") if name not in outer.namelist()]
+        with open_input(path, "model") as fh, zipfile.ZipFile(fh) as model:
+            outer = _Archive(model, where)
+            missing = [name for name in ("data", "policy.pth") if name not in outer.names()]
             if missing:
                 raise SchedGymError(f"{where}: not a stable-baselines3 model (the zip has no {' or '.join(missing)})")
             data = json.loads(outer.read("data"))
             state = _read_state_dict(outer.read("policy.pth"), where)
+    except SchedGymError:
+        raise
     except OSError as exc:
         raise SchedGymError(f"{where}: cannot read the model ({exc.strerror or exc})") from None
     except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError):
@@ -473,14 +577,14 @@ def _saved_rows(data: dict[str, Any]) -> int | None:
 
 def _read_state_dict(raw: bytes, where: str) -> dict[str, np.ndarray]:
     try:
-        archive = zipfile.ZipFile(io.BytesIO(raw))
+        archive = _Archive(zipfile.ZipFile(io.BytesIO(raw)), where, "policy.pth")
     except zipfile.BadZipFile:
         raise SchedGymError(f"{where}: policy.pth is not a torch zip archive (saved by torch < 1.6?)") from None
-    roots = [name[: -len("data.pkl")] for name in archive.namelist() if name.endswith("/data.pkl")]
+    roots = [name[: -len("data.pkl")] for name in archive.names() if name.endswith("/data.pkl")]
     if len(roots) != 1:
         raise SchedGymError(f"{where}: policy.pth is not a torch zip archive (no single data.pkl in it)")
     record = f"{roots[0]}byteorder"  # missing in old torch's files; torch.load then assumes little-endian
-    byteorder = archive.read(record).decode("ascii", "replace") if record in archive.namelist() else "little"
+    byteorder = archive.read(record).decode("ascii", "replace") if record in archive.names() else "little"
     if byteorder not in ("little", "big"):
         raise SchedGymError(f"{where}: policy.pth has an unknown byte order {byteorder!r}")
     try:

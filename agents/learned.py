@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
+from schedgym._csvio import open_input, read_bounded
 from schedgym.decision import DecisionEncoder, observation_size
 from schedgym.errors import SchedGymError
 from schedgym.sim.policy import DECLINE, Policy, PreemptionPlan, PreemptionRequest, QueueDiscipline
@@ -187,10 +189,10 @@ def load_agent(path: str | Path, name: str | None = None) -> LearnedPolicy:
         path = zip_path if zip_path.is_file() or not path.with_suffix(".npz").is_file() else path.with_suffix(".npz")
     if path.suffix not in (".zip", ".npz"):
         raise SchedGymError(f"Expected a model saved by 'schedgym train' (a .zip or .npz file), got {given!r}")
-    if not path.is_file():
+    if not path.exists():  # a directory, FIFO or device is refused by name when it is opened
         raise SchedGymError(f"No model at {given!r}")
     meta_path = path.with_suffix(".json")
-    if not meta_path.is_file():
+    if not meta_path.exists():
         raise SchedGymError(f"No {meta_path.name} beside {given}: was it saved by 'schedgym train'?")
     algo, config = describe(meta_path)
     if (path.suffix == ".npz") != (algo == "rllib_ppo"):
@@ -260,10 +262,17 @@ def recorded_policy(meta_path: Path) -> str | None:
 
 def _read_meta(meta_path: Path) -> dict[str, Any]:
     """A saved agent's ``.json`` as a dict, or a SchedGymError saying why it is not one."""
+    too_big = f"{meta_path}: more than {MAX_META_BYTES:,} bytes, not a schedgym agent description"
     try:
-        if meta_path.stat().st_size > MAX_META_BYTES:
-            raise SchedGymError(f"{meta_path}: more than {MAX_META_BYTES:,} bytes, not a schedgym agent description")
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        with open_input(meta_path, "agent description") as fh:  # regular files only: never blocks
+            if os.fstat(fh.fileno()).st_size > MAX_META_BYTES:
+                raise SchedGymError(too_big)
+            raw = read_bounded(fh, MAX_META_BYTES + 1)
+        if len(raw) > MAX_META_BYTES:  # a file that grew, or a pseudo file reporting size 0
+            raise SchedGymError(too_big)
+        meta = json.loads(raw.decode("utf-8"))
+    except SchedGymError:  # TraceError is a ValueError too
+        raise
     except (OSError, ValueError, RecursionError) as exc:
         raise SchedGymError(f"{meta_path}: not a schedgym agent description ({exc})") from None
     if not isinstance(meta, dict):

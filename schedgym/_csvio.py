@@ -1,5 +1,7 @@
 """Reading user files with errors that say where the problem is, within :mod:`schedgym.limits`.
 
+Every input file, saved models included, is opened by :func:`open_input`: regular files only, and opening
+never blocks (a FIFO without a writer, ``/dev/zero`` and sockets are refused by name).
 Every reader of a user file (trace, cluster, converters) goes through here: the text is read with a size cap
 (a ``.gz`` file is decompressed as a stream, stopped at the cap), CSV rows come from :class:`CsvRows`
 (header checked as a set, row count capped, ``csv.Error`` turned into a :class:`TraceError` with file and
@@ -10,13 +12,16 @@ from __future__ import annotations
 
 import csv
 import difflib
+import errno
 import gzip
 import io
 import math
 import os
 import re
+import stat
 import zlib
 from collections.abc import Iterator, Sequence
+from typing import BinaryIO, Protocol
 
 from schedgym import limits
 from schedgym.errors import TraceError
@@ -27,10 +32,70 @@ csv.field_size_limit(MAX_FIELD_CHARS)  # the default already; set so that the do
 _CHUNK = 1 << 20
 
 
+_NOT_REGULAR = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+# Opening never waits: O_NONBLOCK makes open() of a FIFO without a writer (or a serial line without carrier)
+# return at once, so that fstat can refuse it. The flag stays on: a regular file ignores it, and a pseudo
+# file whose read would wait (/proc/kmsg) fails instead of hanging. O_NOCTTY: opening a terminal never makes
+# it ours.
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+
+
+def open_input(path: str | os.PathLike[str], what: str) -> BinaryIO:
+    """``path`` opened for reading in binary, if it is a regular file (a symbolic link to one is fine).
+
+    The one way schedgym opens a file it reads (traces, cluster files, converter sources, saved models and
+    their descriptions): a directory, a FIFO, a device (``/dev/zero``) or a socket is refused with a
+    :class:`TraceError` naming the path and what it is, without blocking and without reading from it. A
+    pseudo file of ``/proc`` or ``/sys`` is a regular file that reports size 0: it is opened, and its reader
+    reads it under its size limit (:func:`read_text` reads at most ``max_bytes + 1`` bytes). An OSError of
+    the open itself (no such file, no permission) is left to the caller, which knows what it was reading.
+    """
+    fd = os.open(path, _OPEN_FLAGS)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise TraceError(f"cannot open {what}: it is a directory", path=os.fsdecode(path))
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _NOT_REGULAR if test(mode)), "not a regular file")
+            raise TraceError(f"cannot read {what}: it is {kind}, not a regular file", path=os.fsdecode(path))
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _none_would_block(data: bytes | None) -> bytes:
+    """``data`` as read; None (what a non-blocking read that would wait gives) is an OSError."""
+    if data is None:
+        raise BlockingIOError(errno.EAGAIN, "reading it would block")
+    return data
+
+
+class _Readable(Protocol):
+    def read(self, n: int, /) -> bytes | None: ...
+
+
+def read_bounded(fh: _Readable, n: int) -> bytes:
+    """At most ``n`` bytes of ``fh``, read in chunks: a compressed stream is inflated no further than ``n``
+    bytes, whatever its header says. A caller that allows ``limit`` bytes reads ``limit + 1`` and refuses
+    what reaches that."""
+    parts: list[bytes] = []
+    size = 0
+    while size < n and (chunk := _none_would_block(fh.read(min(_CHUNK, n - size)))):
+        parts.append(chunk)
+        size += len(chunk)
+    return b"".join(parts)
+
+
 def read_text(path: str, what: str, max_bytes: int | None = None) -> str:
     """The file's text as UTF-8 (a byte-order mark, as spreadsheets write, is accepted and skipped); a
     ``.gz`` file is decompressed first, as a stream that stops at ``max_bytes`` (default
-    :data:`~schedgym.limits.MAX_TEXT_BYTES`).
+    :data:`~schedgym.limits.MAX_TEXT_BYTES`). The file is opened by :func:`open_input`: regular files only.
 
     Raises :class:`TraceError` naming the file (and the line of the first undecodable byte) instead of an
     OSError, a decompression error, a UnicodeDecodeError or a MemoryError.
@@ -38,29 +103,24 @@ def read_text(path: str, what: str, max_bytes: int | None = None) -> str:
     if max_bytes is None:
         max_bytes = limits.MAX_TEXT_BYTES
     try:
-        if path.endswith(".gz"):
-            with gzip.open(path, "rb") as gz:
-                parts: list[bytes] = []
-                size = 0
-                while chunk := gz.read(_CHUNK):
-                    size += len(chunk)
-                    if size > max_bytes:
-                        raise TraceError(
-                            f"{what} decompresses to more than {max_bytes:,} bytes (schedgym.limits.MAX_TEXT_BYTES)",
-                            path=path,
-                        )
-                    parts.append(chunk)
-                data = b"".join(parts)
-        else:
-            with open(path, "rb") as fh:
+        with open_input(path, what) as fh:
+            if path.endswith(".gz"):
+                with gzip.GzipFile(fileobj=fh, mode="rb") as gz:
+                    data = read_bounded(gz, max_bytes + 1)
+                if len(data) > max_bytes:
+                    raise TraceError(
+                        f"{what} decompresses to more than {max_bytes:,} bytes (schedgym.limits.MAX_TEXT_BYTES)",
+                        path=path,
+                    )
+            else:
                 size = os.fstat(fh.fileno()).st_size
                 if size > max_bytes:
                     raise TraceError(
                         f"{what} is {size:,} bytes, more than {max_bytes:,} (schedgym.limits.MAX_TEXT_BYTES)",
                         path=path,
                     )
-                data = fh.read(max_bytes + 1)
-                if len(data) > max_bytes:  # a file that grew, or a device without a size
+                data = _none_would_block(fh.read(max_bytes + 1))
+                if len(data) > max_bytes:  # a file that grew, or a pseudo file reporting size 0
                     raise TraceError(f"{what} is more than {max_bytes:,} bytes (schedgym.limits.MAX_TEXT_BYTES)",
                                      path=path)  # fmt: skip
     except (gzip.BadGzipFile, zlib.error, EOFError) as exc:
