@@ -216,11 +216,18 @@ class OutputSet:
 
     def commit(self) -> None:
         """Write the streams through, then rename every staged file into place; undo everything on failure."""
+        try:
+            # Streams first, and interruptible: a FIFO waits for its reader as long as it takes, and Ctrl-C must
+            # still end that wait (what went to a device cannot be taken back either way).
+            for s in self.staged:
+                if s.tmp is None:
+                    _write_stream(s)
+        except BaseException:
+            with _signals_held():
+                self._undo()
+            raise
         with _signals_held() as interrupted:
             try:
-                for s in self.staged:
-                    if s.tmp is None:
-                        _write_stream(s)
                 for s in self.staged:
                     if s.tmp is not None:
                         s.existed = os.path.lexists(s.real)

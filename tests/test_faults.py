@@ -403,3 +403,23 @@ def test_ctrl_c_at_random_moments_leaves_the_folder_as_it_was(tmp_path, one_engi
         assert (status, err) == (130, "schedgym: interrupted\n"), (delay, whole, err)
         assert snapshot(d) == before, f"Ctrl-C after {delay:.2f} s of {whole:.2f} s changed the folder"
     assert interrupted >= 3
+
+
+def test_ctrl_c_ends_the_wait_for_a_fifo_reader(tmp_path, one_engine):
+    """A FIFO without a reader makes the command wait at the end, as ``echo > fifo`` does; Ctrl-C ends it."""
+    os.mkfifo(tmp_path / "pipe")
+    proc = subprocess.Popen(
+        [_command(), *SMALL, "--json", str(tmp_path / "pipe"), "--csv", str(tmp_path / "o.csv")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not any(p.name.startswith(".o.csv") for p in tmp_path.iterdir()):  # the CSV is staged: it waits now
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert (proc.returncode, err) == (130, "schedgym: interrupted\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
