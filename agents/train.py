@@ -13,10 +13,11 @@ with ``split="validation"``: synthetic seeds 100,000+, a bundled trace's validat
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -24,10 +25,10 @@ from typing import Any
 import numpy as np
 
 from agents.learned import ALGOS, LearnedPolicy, SB3Network, algo_class, load_agent
-from schedgym._atomic import atomic_open
+from schedgym._atomic import atomic_open, output_set
 from schedgym._fielddocs import field_docs
 from schedgym.errors import ConfigError, SchedGymError
-from schedgym.limits import MAX_SEED
+from schedgym.limits import MAX_PARAMETERS, MAX_SEED
 from schedgym.registry import make_policy
 from schedgym.rllib import DEFAULT_REWARD_SCALE
 
@@ -190,6 +191,14 @@ class TrainConfig:
             raise ConfigError(f"Expected run_dir to name a directory, got {self.run_dir!r}")
         if not self.net_arch or any(int(h) <= 0 for h in self.net_arch):
             raise ConfigError(f"Expected positive layer sizes in net_arch, got {self.net_arch!r}")
+        count = network_parameters(self)  # counted, never allocated: before torch tries
+        if count > MAX_PARAMETERS:
+            n_inputs, n_actions = network_sizes(self.env_id, self.env_kwargs)
+            raise ConfigError(
+                f"net_arch {','.join(str(int(h)) for h in self.net_arch)}: {count:,} parameters in the policy and "
+                f"value networks ({n_inputs} inputs, {n_actions} actions); expected at most {MAX_PARAMETERS:,} "
+                "(schedgym.limits.MAX_PARAMETERS)"
+            )
         if self.n_eval_workloads > MAX_EVAL_WORKLOADS:
             raise ConfigError(f"Expected n_eval_workloads <= {MAX_EVAL_WORKLOADS}, got {self.n_eval_workloads}")
         from schedgym.rllib.config import check_rllib_fields  # imports no Ray
@@ -259,6 +268,45 @@ def env_config(env_id: str, env_kwargs: dict[str, Any]) -> Any:
 
     own = {k: v for k, v in env_kwargs.items() if k != "max_episode_steps"}
     return EnvConfig(**{**gym.spec(env_id).kwargs, **own})
+
+
+def network_sizes(env_id: str, env_kwargs: dict[str, Any]) -> tuple[int, int]:
+    """``(observation features, actions)`` of the environment (every training workload shares them: they
+    depend on ``max_candidates`` alone)."""
+    from schedgym.decision.features import observation_size
+
+    cfg = env_config(env_id, env_kwargs)
+    return observation_size(cfg.max_candidates), cfg.max_candidates + 1
+
+
+def _mlp_parameters(n_in: int, hidden: list[int]) -> int:
+    """Weights and biases of Linear layers ``n_in -> hidden[0] -> ... -> hidden[-1]``."""
+    total = 0
+    for n_out in hidden:
+        total += n_in * n_out + n_out
+        n_in = n_out
+    return total
+
+
+def network_parameters(config: TrainConfig) -> int:
+    """The parameters of the networks ``config`` trains, counted from the environment's observation and
+    action sizes and ``net_arch`` without building anything (:data:`~schedgym.limits.MAX_PARAMETERS`): for
+    maskable_ppo, ppo and rllib_ppo an actor and a critic, each with ``net_arch``'s hidden layers, and their
+    heads (SB3's MlpPolicy, PPO's default RLModule); for dqn the Q network and its target copy; for the row
+    policy its six MLPs and three heads (agents/row_policy.py)."""
+    n_inputs, n_actions = network_sizes(config.env_id, config.env_kwargs)
+    hidden = [int(h) for h in config.net_arch]
+    last = hidden[-1]
+    if config.policy == "rows":
+        from schedgym.decision.features import CANDIDATE_FEATURES, N_HEAD
+
+        row = N_HEAD + len(CANDIDATE_FEATURES)
+        pooled = N_HEAD + 2 * last + 1
+        one_side = _mlp_parameters(row, hidden) + _mlp_parameters(pooled, hidden)
+        return 2 * one_side + 3 * (last + 1)  # actor and critic; row_out, stop_out and the value head
+    if config.algo == "dqn":
+        return 2 * (_mlp_parameters(n_inputs, hidden) + last * n_actions + n_actions)  # q_net and q_net_target
+    return 2 * _mlp_parameters(n_inputs, hidden) + (last * n_actions + n_actions) + (last + 1)
 
 
 def model_kwargs(config: TrainConfig, tensorboard_log: str | None = None) -> dict[str, Any]:
@@ -377,6 +425,7 @@ def train(config: TrainConfig, on_evaluation: Callable[[dict[str, Any]], None] |
         from schedgym.rllib import import_rllib
 
         import_rllib()  # not installed: one line now, before a run folder exists
+    expert = load_expert(config.imitate)  # a saved expert missing or damaged: one line now, not after the set-up
     # Configuration errors must surface here, as one clear message, not inside a worker process.
     try:
         gym.make(config.env_id, **config.env_kwargs).close()
@@ -384,41 +433,128 @@ def train(config: TrainConfig, on_evaluation: Callable[[dict[str, Any]], None] |
         raise
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"env_kwargs: {exc}") from None
-    run_dir = Path(config.run_dir) / config.run_name
-    created = run_dir  # the outermost folder this run creates
-    while not created.parent.exists() and created.parent != created:
-        created = created.parent
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"cannot create the run directory {run_dir}: {exc.strerror}") from None
+    run_dir, created = _new_run_dir(config)
     try:
         if config.algo == "rllib_ppo":  # RLlib's own loop, same run folder and evaluation (schedgym/rllib/train.py)
             from schedgym.rllib.train import train_rllib
 
             return train_rllib(config, run_dir, on_evaluation or _ignore)
-        return _train(config, run_dir, maskable, on_evaluation or _ignore)
+        with _quiet_tensorboard_thread():
+            return _train(config, run_dir, maskable, on_evaluation or _ignore, expert)
+    except OSError as exc:
+        if not _raised_in_tensorboard(exc):
+            _remove_empty_dirs(created)
+            raise
+        # The one writer that is not schedgym's (schedgym/_atomic.py turns its own errors into SchedGymError):
+        # stable-baselines3's TensorBoard logger. One line, as for every other output. The traceback goes: it
+        # holds the training's frames, and the TensorBoard thread that raised the error first keeps it.
+        where = exc.filename or run_dir / "tb"
+        exc.with_traceback(None)
+        _remove_empty_dirs(created, empty_logs=True)
+        raise SchedGymError(f"cannot write {where}: {exc.strerror or exc}") from None
     except BaseException:
         _remove_empty_dirs(created)  # a run that failed before writing anything leaves no empty folder
         raise
 
 
-def _remove_empty_dirs(top: Path) -> None:
-    """Remove ``top`` and its subfolders, deepest first, as long as they hold no file."""
-    import contextlib
+@contextlib.contextmanager
+def _quiet_tensorboard_thread() -> Iterator[None]:
+    """TensorBoard writes its event file in a thread of its own. On a full disk that thread dies with the
+    OSError, which Python prints as a traceback, and the training thread's next log write raises the same
+    error (which :func:`train` turns into one line): meanwhile, that thread's OSError is not printed. Any
+    other thread's exception is printed as before."""
+    import threading
+
+    previous = threading.excepthook
+
+    def hook(args: Any) -> None:
+        if isinstance(args.exc_value, OSError) and type(args.thread).__module__.startswith("tensorboard."):
+            return
+        previous(args)
+
+    threading.excepthook = hook
+    try:
+        yield
+    finally:
+        if threading.excepthook is hook:  # not replaced meanwhile by someone else
+            threading.excepthook = previous
+
+
+def load_expert(imitate: str | None) -> Any:
+    """The policy ``imitate`` (TrainConfig's) names, or None: built by :func:`train` before any environment,
+    model or validation run is set up, so that a saved agent (``NAME:PATH``) that is missing or damaged is
+    one line at once."""
+    if imitate is None:
+        return None
+    try:
+        return make_policy(imitate)
+    except SchedGymError as exc:
+        raise ConfigError(f"imitate: {exc}") from None
+
+
+def _new_run_dir(config: TrainConfig) -> tuple[Path, Path]:
+    """Create the run's folder, ``{run_dir}/{run_name}`` (``-2``, ``-3``, ... appended when a run that
+    started in the same second took the name: two runs never share a folder); return it and the outermost
+    folder this run created (removed again if the run fails before writing anything)."""
+    import itertools
+
+    stem = Path(config.run_dir) / config.run_name
+    for n in itertools.count(1):
+        run_dir = stem if n == 1 else stem.with_name(f"{stem.name}-{n}")
+        created = run_dir
+        while not created.parent.exists() and created.parent != created:
+            created = created.parent
+        try:
+            run_dir.mkdir(parents=True)
+            return run_dir, created
+        except FileExistsError:
+            if run_dir.is_dir():
+                continue
+            raise ConfigError(f"cannot create the run directory {run_dir}: it exists and is not a directory") from None
+        except OSError as exc:
+            raise ConfigError(f"cannot create the run directory {run_dir}: {exc.strerror}") from None
+    raise AssertionError("unreachable")
+
+
+def _remove_empty_dirs(top: Path, empty_logs: bool = False) -> None:
+    """Remove ``top`` and its subfolders, deepest first, as long as they hold no file (``empty_logs``: no
+    file but empty TensorBoard event files, which are removed: a full disk leaves them empty)."""
     import os
 
-    for root, _dirs, _files in os.walk(top, topdown=False):
+    for root, _dirs, files in os.walk(top, topdown=False):
+        if empty_logs:
+            for name in files:
+                path = os.path.join(root, name)
+                with contextlib.suppress(OSError):
+                    if name.startswith("events.out.tfevents.") and os.lstat(path).st_size == 0:
+                        os.unlink(path)
         with contextlib.suppress(OSError):  # not empty: left alone
             os.rmdir(root)
+
+
+def _raised_in_tensorboard(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised by TensorBoard's writer (its traceback passes through its modules)."""
+    tb = exc.__traceback__
+    while tb is not None:
+        module = tb.tb_frame.f_globals.get("__name__", "")
+        if module.startswith(("tensorboard.", "torch.utils.tensorboard")):
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def _ignore(stats: dict[str, Any]) -> None:
     """The default ``on_evaluation``: nothing."""
 
 
-def _train(config: TrainConfig, run_dir: Path, maskable: bool, on_evaluation: Callable[[dict[str, Any]], None]) -> Path:
-    """The body of :func:`train`, once the run directory exists."""
+def _train(
+    config: TrainConfig,
+    run_dir: Path,
+    maskable: bool,
+    on_evaluation: Callable[[dict[str, Any]], None],
+    expert: Any = None,
+) -> Path:
+    """The body of :func:`train`, once the run directory exists (``expert``: :func:`load_expert`'s)."""
     import gymnasium as gym
     import torch
     from stable_baselines3.common.callbacks import BaseCallback
@@ -533,15 +669,17 @@ def _train(config: TrainConfig, run_dir: Path, maskable: bool, on_evaluation: Ca
 
     def keep_if_best(stats: dict[str, Any], model: Any) -> None:
         if stats["score"] > best["score"]:
+            # The model and its .json replace the previous best together, or not at all.
+            with output_set():
+                save_model(model, run_dir / "best_model.zip")
+                _write_meta(run_dir / "best_model.json", config, _finite({"evaluation": stats}))
             best.clear()
             best.update(stats)
-            model.save(run_dir / "best_model.zip")
-            _write_meta(run_dir / "best_model.json", config, _finite({"evaluation": stats}))
 
     # --- imitation before reinforcement learning, evaluated as step 0
     imitation: list[dict[str, Any]] = []
     if config.imitate is not None:
-        imitation = _imitate(config, model, maskable, kwargs_of)
+        imitation = _imitate(config, model, maskable, kwargs_of, expert)
         stats = evaluate_all(model)
         stats["timesteps"] = 0
         history.append(stats)
@@ -578,7 +716,6 @@ def _train(config: TrainConfig, run_dir: Path, maskable: bool, on_evaluation: Ca
     venv.close()
 
     # --- save the final model with everything needed to load it again
-    model.save(run_dir / "model.zip")  # saved before anything else can fail
     final = evaluate_all(model)
     summary = {
         "train_seconds": seconds,
@@ -592,9 +729,13 @@ def _train(config: TrainConfig, run_dir: Path, maskable: bool, on_evaluation: Ca
         "best_evaluation": best if history else None,
         "evaluations": history,
     }
-    _write_meta(run_dir / "model.json", config, _finite(summary))
-    # best_model.zip is always there: the final model when no evaluation during training did better.
-    keep_if_best(final, model)
+    # One set of files (schedgym/_atomic.py): model.zip, its .json and, when the final model is the best,
+    # best_model.zip and its .json appear together once all are complete, or none of them does.
+    with output_set():
+        save_model(model, run_dir / "model.zip")
+        _write_meta(run_dir / "model.json", config, _finite(summary))
+        # best_model.zip is always there: the final model when no evaluation during training did better.
+        keep_if_best(final, model)
     # Last, once every file is written: a caller may end the process when it learns the run is over.
     on_evaluation({**final, "timesteps": model.num_timesteps, "final": True})
     if config.total_timesteps > 0:
@@ -611,9 +752,12 @@ def _workload_names(config: TrainConfig) -> list[str]:
     return [str(env_config(config.env_id, config.env_kwargs).source.name)]
 
 
-def _imitate(config: TrainConfig, model: Any, maskable: bool, kwargs_of: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Record the expert on training workloads (drawn from the training split, cycling over the workloads)
-    and fit the policy to it, ``imitate_rounds`` times (:mod:`agents.imitation`)."""
+def _imitate(
+    config: TrainConfig, model: Any, maskable: bool, kwargs_of: list[dict[str, Any]], expert: Any = None
+) -> list[dict[str, Any]]:
+    """Record the expert (``expert``, or built from ``config.imitate``) on training workloads (drawn from the
+    training split, cycling over the workloads) and fit the policy to it, ``imitate_rounds`` times
+    (:mod:`agents.imitation`)."""
     from agents.imitation import Demonstrations, ImitationRecorder, pretrain
     from schedgym.experiments.runner import run_policy
     from schedgym.sim.cluster import resolve_cluster
@@ -622,7 +766,8 @@ def _imitate(config: TrainConfig, model: Any, maskable: bool, kwargs_of: list[di
         raise ConfigError("imitation needs an expert: set imitate (--imitate NAME)")
     demos = Demonstrations()
     rounds: list[dict[str, Any]] = []
-    expert = make_policy(config.imitate)  # built once (a saved agent is loaded once), reset before every run
+    if expert is None:
+        expert = load_expert(config.imitate)  # built once (a saved agent is loaded once), reset before every run
     rng = np.random.default_rng(np.random.SeedSequence([config.seed, 2]))  # apart from the environments' seeds
     configs = [env_config(config.env_id, kw) for kw in kwargs_of]
     clusters = [resolve_cluster(cfg.cluster_name) for cfg in configs]
@@ -709,6 +854,33 @@ def _linear(initial: float) -> Any:
     return schedule
 
 
+def save_model(model: Any, path: Path) -> None:
+    """``model.save(path)`` (stable-baselines3), the same bytes, written whole or not at all: to a temporary
+    file beside ``path``, renamed onto it once complete (at the end of the enclosing output set), so that a
+    full disk or an interrupt leaves the previous file, never a cut zip (schedgym/_atomic.py)."""
+    with atomic_open(path, "wb") as fh, os_errors_surface():
+        model.save(fh)
+
+
+@contextlib.contextmanager
+def os_errors_surface() -> Iterator[None]:
+    """Re-raise the OSError behind an exception of the block: a write that fails inside ``torch.save`` (each
+    tensor file of an SB3 zip) or ``zipfile`` surfaces as their own error (torch: ``RuntimeError: unexpected
+    pos``, zipfile: ``ValueError``), raised while they clean up after the OSError; atomic_open turns the
+    OSError into ``cannot write PATH: ...``."""
+    try:
+        yield
+    except Exception as exc:
+        seen: set[int] = set()
+        cause: BaseException | None = exc
+        while cause is not None and id(cause) not in seen and not isinstance(cause, OSError):
+            seen.add(id(cause))
+            cause = cause.__cause__ or cause.__context__
+        if cause is None or cause is exc:
+            raise
+        raise cause.with_traceback(None) from None
+
+
 def _write_meta(path: Path, config: TrainConfig, extra: dict[str, Any]) -> None:
     meta = {
         "algo": config.algo,
@@ -728,4 +900,16 @@ def load(path: str | Path) -> LearnedPolicy:
     return load_agent(path)
 
 
-__all__ = ["TrainConfig", "evaluate", "field_docs", "load", "model_kwargs", "train", "validation_workloads"]
+__all__ = [
+    "TrainConfig",
+    "evaluate",
+    "field_docs",
+    "load",
+    "load_expert",
+    "model_kwargs",
+    "network_parameters",
+    "os_errors_surface",
+    "save_model",
+    "train",
+    "validation_workloads",
+]

@@ -386,6 +386,17 @@ def plan_trials(config: TuneConfig) -> list[Trial]:
     return trials
 
 
+def check_experts(config: TuneConfig, trials: Sequence[Trial]) -> None:
+    """Read every saved agent (``imitate`` ``NAME:PATH``) a trial would imitate, once each, before Ray or any
+    trial starts: a missing or damaged file is one line now, not an error in every trial after the set-up."""
+    from agents.train import load_expert
+
+    shared = config.train.get("imitate")
+    specs = {t.params.get("imitate", shared) for t in trials}
+    for spec in sorted(s for s in specs if isinstance(s, str) and ":" in s):
+        load_expert(spec)
+
+
 # --- one trial, in a Ray worker
 
 
@@ -485,6 +496,7 @@ def run_tune(config: TuneConfig, log: Callable[[str], None] = print) -> TuneResu
     from schedgym.experiments.executors import ExecutorConfig, _ray_session
 
     trials = plan_trials(config)
+    check_experts(config, trials)
     ray, tune = import_tune()
     base = config.base()
     t0 = time.perf_counter()
@@ -758,6 +770,7 @@ __all__ = [
     "TuneConfig",
     "TuneResult",
     "best_command",
+    "check_experts",
     "collect_outcomes",
     "format_table",
     "import_tune",

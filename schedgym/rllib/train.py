@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from schedgym._atomic import atomic_dir, output_set
 from schedgym.errors import ConfigError
 from schedgym.rllib import import_rllib, make_env, register_envs
 from schedgym.rllib.config import ppo_settings
@@ -188,10 +189,12 @@ def train_rllib(config: Any, run_dir: Path, on_evaluation: Callable[[dict[str, A
 
     def keep_if_best(stats: dict[str, Any], weights: dict[str, Any]) -> None:
         if stats["score"] > best["score"]:
+            # The actor and its .json replace the previous best together, or not at all.
+            with output_set():
+                save_actor(run_dir / "best_model.npz", layout, weights)
+                _write_meta(run_dir / "best_model.json", config, _finite({"evaluation": stats, "rllib": rllib_meta}))
             best.clear()
             best.update(stats)
-            save_actor(run_dir / "best_model.npz", layout, weights)
-            _write_meta(run_dir / "best_model.json", config, _finite({"evaluation": stats, "rllib": rllib_meta}))
 
     register_envs()
     # Env runners take a CPU each; a local Ray gets at least that many, even on a smaller machine.
@@ -231,10 +234,9 @@ def train_rllib(config: Any, run_dir: Path, on_evaluation: Callable[[dict[str, A
             seconds = time.perf_counter() - t0
             if bar is not None:
                 bar.close()
-            # --- save: RLlib's checkpoint, the actor for compare, the final evaluation
-            algo.save_to_path(str((run_dir / CHECKPOINT_DIR).resolve()))
+            # --- save: RLlib's checkpoint (whole or not at all), then the actor for compare with the final evaluation
+            save_checkpoint(algo, run_dir / CHECKPOINT_DIR)
             weights = learner_weights()
-            save_actor(run_dir / "model.npz", layout, weights)
     final = evaluate_weights(weights)
     summary = {
         "train_seconds": seconds,
@@ -249,8 +251,12 @@ def train_rllib(config: Any, run_dir: Path, on_evaluation: Callable[[dict[str, A
         "iterations": iterations,
         "rllib": rllib_meta,
     }
-    _write_meta(run_dir / "model.json", config, _finite(summary))
-    keep_if_best(final, weights)  # best_model.npz is always there: the final model when nothing did better
+    # One set of files (schedgym/_atomic.py): model.npz, its .json and, when the final actor is the best,
+    # best_model.npz and its .json appear together once all are complete, or none of them does.
+    with output_set():
+        save_actor(run_dir / "model.npz", layout, weights)
+        _write_meta(run_dir / "model.json", config, _finite(summary))
+        keep_if_best(final, weights)  # best_model.npz is always there: the final model when nothing did better
     if on_evaluation is not None:
         on_evaluation({**final, "timesteps": steps, "final": True})
     print(f"trained {steps} steps in {seconds:.0f} s: {steps / seconds:,.0f} steps/s")
@@ -260,6 +266,29 @@ def train_rllib(config: Any, run_dir: Path, on_evaluation: Callable[[dict[str, A
         f"(validation score {best['score']:.3f})"
     )
     return run_dir
+
+
+def save_checkpoint(algo: Any, path: Path) -> None:
+    """``algo.save_to_path(path)``, whole or not at all: RLlib writes the checkpoint into a temporary folder
+    beside ``path``, which replaces ``path`` once complete (:func:`schedgym._atomic.atomic_dir`: a previous
+    checkpoint there is kept until then); a failure (a full disk: ``cannot write PATH: ...``, an interrupt)
+    leaves ``path`` as it was."""
+    with atomic_dir(path) as tmp:
+        os.chmod(tmp, 0o777 & ~_umask())  # a folder's usual permissions, as save_to_path would make it
+        try:
+            algo.save_to_path(str(tmp))
+        except OSError as exc:
+            # RLlib writes through pyarrow, whose OSError has the errno and a text of its own ("Error writing
+            # bytes to file. Detail: [errno 28] No space left on device"): the plain error, for a plain message.
+            if exc.errno is None or exc.strerror == os.strerror(exc.errno):
+                raise
+            raise OSError(exc.errno, os.strerror(exc.errno)) from None
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)  # reading the umask means setting it; put it straight back
+    os.umask(mask)
+    return mask
 
 
 def _sampled(result: dict[str, Any]) -> int:
@@ -316,4 +345,4 @@ def _quiet_rllib() -> Iterator[None]:
             logger.removeFilter(_NOISE)
 
 
-__all__ = ["CHECKPOINT_DIR", "algorithm", "algorithm_config", "setup_env_runner", "train_rllib"]
+__all__ = ["CHECKPOINT_DIR", "algorithm", "algorithm_config", "save_checkpoint", "setup_env_runner", "train_rllib"]
