@@ -26,6 +26,7 @@ import gzip
 import io
 import os
 import re
+import secrets
 import shutil
 import signal
 import stat
@@ -129,7 +130,9 @@ def check_output_dir(flag: str, path: str | Path | None) -> None:
 
 
 def _error(path: str | Path, exc: OSError) -> SchedGymError:
-    return SchedGymError(f"cannot write {path}: {exc.strerror or exc}")
+    # The errno's own words: some libraries (pyarrow) put a paragraph of theirs into strerror.
+    reason = os.strerror(exc.errno) if exc.errno else exc.strerror or str(exc) or type(exc).__name__
+    return SchedGymError(f"cannot write {path}: {reason}")
 
 
 def _open_raw(path: str, flags: int, mode: int = 0o666) -> int:
@@ -206,13 +209,15 @@ class OutputSet:
                 break
             d = d.parent
         for d in reversed(missing):
+            # Remembered before it is made: a Ctrl-C between the two must not leave a folder nobody removes.
+            self.created_dirs.append(d)
             try:
                 d.mkdir()
-            except FileExistsError:
-                continue
+            except FileExistsError:  # made meanwhile by someone else: not ours to remove
+                self.created_dirs.remove(d)
             except OSError as exc:
+                self.created_dirs.remove(d)
                 raise _error(d, exc) from None
-            self.created_dirs.append(d)
 
     def commit(self) -> None:
         """Write the streams through, then rename every staged file into place; undo everything on failure."""
@@ -334,8 +339,7 @@ def atomic_open(path: str | Path, mode: str = "w", newline: str | None = None) -
                     yield fh
                 staged.content = buffer.getvalue()
             else:
-                flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
-                with io.BufferedWriter(_RawWriter(_open_raw(staged.tmp, flags, 0o600)), 1 << 16) as binary:
+                with io.BufferedWriter(_RawWriter(_create_tmp(staged)), 1 << 16) as binary:
                     with _wrap(binary, mode, newline, str(path)) as fh:
                         yield fh
                     binary.flush()
@@ -394,12 +398,24 @@ def _stage(path: str | Path) -> _Staged:
         raise _error(target, exc) from None
     if mode is not None and not stat.S_ISREG(mode):
         raise SchedGymError(f"cannot write {target}: it is {_kind(mode)}, not a regular file")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
-    except OSError as exc:
-        raise _error(target, exc) from None
-    os.close(fd)
-    return _Staged(target=target, real=real, tmp=tmp)
+    return _Staged(target=target, real=real, tmp=_tmp_name(directory, name))
+
+
+def _tmp_name(directory: str, name: str) -> str:
+    return os.path.join(directory, f".{name}.{secrets.token_hex(6)}.tmp")
+
+
+def _create_tmp(staged: _Staged) -> int:
+    """Create ``staged.tmp`` (a new name if it is taken) and return its descriptor. The name is in the set
+    before the file exists, so that a Ctrl-C at any moment leaves nothing the set does not know of."""
+    assert staged.tmp is not None
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    while True:
+        try:
+            return _open_raw(staged.tmp, flags, 0o600)
+        except FileExistsError:
+            directory, _ = os.path.split(staged.tmp)
+            staged.tmp = _tmp_name(directory, os.path.basename(staged.real))
 
 
 def _mode_for(real: str) -> int:
@@ -494,6 +510,7 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
     path = Path(os.path.realpath(path))
     try:
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; the folder gets the usual permissions
     except OSError as exc:
         raise _error(path, exc) from None
     try:
