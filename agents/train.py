@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from agents.learned import ALGOS, LearnedPolicy, SB3Network, algo_class, load_agent
-from schedgym._atomic import atomic_open, output_set
+from schedgym._atomic import atomic_open, os_errors_surface, output_set
 from schedgym._fielddocs import field_docs
 from schedgym.errors import ConfigError, SchedGymError
 from schedgym.limits import MAX_PARAMETERS, MAX_SEED
@@ -862,25 +862,6 @@ def save_model(model: Any, path: Path) -> None:
         model.save(fh)
 
 
-@contextlib.contextmanager
-def os_errors_surface() -> Iterator[None]:
-    """Re-raise the OSError behind an exception of the block: a write that fails inside ``torch.save`` (each
-    tensor file of an SB3 zip) or ``zipfile`` surfaces as their own error (torch: ``RuntimeError: unexpected
-    pos``, zipfile: ``ValueError``), raised while they clean up after the OSError; atomic_open turns the
-    OSError into ``cannot write PATH: ...``."""
-    try:
-        yield
-    except Exception as exc:
-        seen: set[int] = set()
-        cause: BaseException | None = exc
-        while cause is not None and id(cause) not in seen and not isinstance(cause, OSError):
-            seen.add(id(cause))
-            cause = cause.__cause__ or cause.__context__
-        if cause is None or cause is exc:
-            raise
-        raise cause.with_traceback(None) from None
-
-
 def _write_meta(path: Path, config: TrainConfig, extra: dict[str, Any]) -> None:
     meta = {
         "algo": config.algo,
@@ -908,7 +889,6 @@ __all__ = [
     "load_expert",
     "model_kwargs",
     "network_parameters",
-    "os_errors_surface",
     "save_model",
     "train",
     "validation_workloads",

@@ -357,6 +357,25 @@ def atomic_open(path: str | Path, mode: str = "w", newline: str | None = None) -
 
 
 @contextlib.contextmanager
+def os_errors_surface() -> Iterator[None]:
+    """Re-raise the OSError behind an exception of the block: a write that fails inside ``torch.save`` (each
+    tensor file of an SB3 zip) or ``zipfile`` surfaces as their own error (torch: ``RuntimeError: unexpected
+    pos``, zipfile: ``ValueError``), raised while they clean up after the OSError; atomic_open turns the
+    OSError into ``cannot write PATH: ...``."""
+    try:
+        yield
+    except Exception as exc:
+        seen: set[int] = set()
+        cause: BaseException | None = exc
+        while cause is not None and id(cause) not in seen and not isinstance(cause, OSError):
+            seen.add(id(cause))
+            cause = cause.__cause__ or cause.__context__
+        if cause is None or cause is exc:
+            raise
+        raise cause.with_traceback(None) from None
+
+
+@contextlib.contextmanager
 def _wrap(binary: IO[bytes], mode: str, newline: str | None, name: str) -> Iterator[IO[Any]]:
     """The file object the caller writes: ``binary`` itself, a UTF-8 text layer, or gzip and text. The
     layers are flushed and detached on success; the caller's ``with`` closes ``binary``."""

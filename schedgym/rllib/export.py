@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from schedgym._atomic import atomic_open
+from schedgym._atomic import atomic_open, os_errors_surface
 from schedgym.errors import ConfigError
 from schedgym.rllib import NPZ_FORMAT
 
@@ -77,8 +77,6 @@ def actor_arrays(module: Any, weights: Mapping[str, Any] | None = None) -> dict[
 
 def save_actor(path: str | Path, module: Any, weights: Mapping[str, Any] | None = None) -> None:
     """Write :func:`actor_arrays` to ``path`` (a ``.npz``), atomically."""
-    from agents.train import os_errors_surface
-
     arrays = actor_arrays(module, weights)
     with atomic_open(path, "wb") as fh, os_errors_surface():  # a full disk: one line, not zipfile's error
         np.savez(fh, **arrays)  # type: ignore[arg-type]
