@@ -377,5 +377,5 @@ def test_a_native_random_run_pickles_and_copies_by_replay(native_run, how):
     assert twin.done
     assert_same_results(result, twin.result())
     assert rng.bit_generator.state == end  # the live Generator is not drawn from again
-    assert twin._native_rule[1]["rng"].bit_generator.state == start.bit_generator.state
-    assert sim._native_rule[1]["rng"].bit_generator.state == start.bit_generator.state
+    assert twin._replay.native_rule[1]["rng"].bit_generator.state == start.bit_generator.state
+    assert sim._replay.native_rule[1]["rng"].bit_generator.state == start.bit_generator.state

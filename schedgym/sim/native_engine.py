@@ -11,8 +11,10 @@ its decisions (the engine is deterministic), so copied environments work on both
 from __future__ import annotations
 
 import copy
+import enum
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -28,6 +30,78 @@ ENGINE_VERSION = 4
 """The version of the compiled engine this wrapper expects (``schedgym.sim._engine.ENGINE_VERSION``)."""
 
 _STATES = tuple(JobState)
+
+Decision = tuple[list[int], list[int]]
+"""One logged resolve: (nodes, victims), as ``Engine.resolve`` takes them."""
+
+
+class ReplayPhase(enum.Enum):
+    """Where a native simulation stands relative to its replay log (what :class:`ReplayState` must redo)."""
+
+    FRESH = "fresh"
+    """Nothing has driven the engine: a whole run may be handed to it in one call."""
+    RESOLVED = "resolved"
+    """The last thing done was a logged resolve: replaying the log reproduces the state."""
+    ADVANCED = "advanced"
+    """The engine was advanced (to :attr:`ReplayState.until`) after the last logged resolve, or from the start:
+    a replay advances as far after the log."""
+
+
+@dataclass
+class ReplayState:
+    """What a :class:`NativeSimulator` needs to rebuild its engine by replay (pickling, ``copy.deepcopy``): the
+    engine is deterministic, so the same calls reproduce the same state exactly.
+
+    Attributes:
+        log: every resolve, in order (the decision core's are added when it hands them over).
+        phase: where the engine stands after the log (:class:`ReplayPhase`).
+        until: how far the engine was advanced after the log (``advance(until=...)``), in phase ADVANCED.
+        native_rule: ``(name, parameters)`` of a built-in rule that ran the whole simulation from the start in
+            C++, with the parameters as they were at its start (a randomised rule's Generator advances during
+            the run); the replay is then that one call, and the log is not used.
+    """
+
+    log: list[Decision] = field(default_factory=list)
+    phase: ReplayPhase = ReplayPhase.FRESH
+    until: float = math.inf
+    native_rule: tuple[str, Mapping[str, Any]] | None = None
+
+    @property
+    def fresh(self) -> bool:
+        """Nothing has driven the engine yet."""
+        return self.phase is ReplayPhase.FRESH
+
+    def resolved(self, decisions: Sequence[Decision]) -> None:
+        """Record resolves that the engine stopped right after."""
+        self.log.extend(decisions)
+        self.phase = ReplayPhase.RESOLVED
+
+    def advanced(self, until: float) -> None:
+        """Record that the engine was advanced to ``until`` after the last logged resolve (a replay advances as
+        far: advancing to a later time first and then to an earlier one stops at the later one)."""
+        self.until = max(self.until, until) if self.phase is ReplayPhase.ADVANCED else until
+        self.phase = ReplayPhase.ADVANCED
+
+    def ran_rule(self, name: str, params: Mapping[str, Any]) -> None:
+        """Record that the built-in rule ``name`` ran the simulation from the start with ``params``."""
+        self.native_rule = (name, params)
+        self.phase = ReplayPhase.ADVANCED
+
+    def copy(self) -> ReplayState:
+        """A copy with a log of its own (the logged pairs and the rule's parameters are shared: nothing changes
+        them)."""
+        return ReplayState(self.log.copy(), self.phase, self.until, self.native_rule)
+
+    @classmethod
+    def from_legacy(cls, state: dict[str, Any]) -> ReplayState:
+        """The replay state of a simulation pickled before :class:`ReplayState` (its flags popped from
+        ``state``)."""
+        log = state.pop("_log")
+        advanced = state.pop("_advanced_after_log")
+        until = state.pop("_until", math.inf)
+        native_rule = state.pop("_native_rule", None)
+        phase = ReplayPhase.ADVANCED if advanced else ReplayPhase.RESOLVED if log else ReplayPhase.FRESH
+        return cls(log, phase, until, native_rule)
 
 
 class NativeSimulator(Simulator):
@@ -62,9 +136,7 @@ class NativeSimulator(Simulator):
             check_workload(self._specs, self.capacity)
             raise
         self._request: PreemptionRequest | None = None
-        self._log: list[tuple[list[int], list[int]]] = []  # every resolve(), for pickling by replay
-        self._advanced_after_log = False
-        self._until = math.inf  # how far the engine was advanced after the log (advance(until=...))
+        self._replay = ReplayState()  # for pickling by replay
         self._stale = False  # the Job records lag behind the engine
 
     def _build(self) -> Any:
@@ -101,40 +173,32 @@ class NativeSimulator(Simulator):
         return np.where(np.isnan(restart), float(self.config.restart_overhead), restart)
 
     # ------------------------------------------------------------------ driving
-    @property
-    def _fresh(self) -> bool:
-        """Nothing has driven the engine yet (so a whole run can be handed to it in one call)."""
-        return not self._log and not self._advanced_after_log
-
     def _advance_engine(self, until: float = math.inf) -> int:
         """The engine's next request (its job index), or -1 at the end or at ``until``. Without preemption nobody
         is asked, so a fresh simulation runs to the end (or to ``until``) in one native call."""
-        if not self.preemption and not self._log:
+        if not self.preemption and not self._replay.log:
             self._engine.run_declining(until)
             return -1
         return int(self._engine.advance(until))
 
     def _note_advanced(self, until: float) -> None:
-        """Record that the engine was advanced to ``until`` after the last logged resolve (a replay advances
-        as far: advancing to a later time first and then to an earlier one stops at the later one)."""
-        self._until = max(self._until, until) if self._advanced_after_log else until
-        self._advanced_after_log = True
+        """Record that the engine was advanced to ``until`` (:meth:`ReplayState.advanced`); the records lag."""
+        self._replay.advanced(until)
         self._stale = True
 
     def run(self, policy: PreemptionPolicy) -> RunResult:
         """Drive the simulation to the end; a built-in rule (``policy.native_rule()``) decides in C++."""
         spec = policy.native_rule() if isinstance(policy, Policy) else None
-        if spec is not None and self.preemption and not self._fresh and self._engine.pending < 0:
+        if spec is not None and self.preemption and not self._replay.fresh and self._engine.pending < 0:
             self.run_until(policy)  # mid-run: decided in C++ as well, and logged for replay
             return self.result()
-        if spec is not None and self._fresh and self.preemption:
+        if spec is not None and self._replay.fresh and self.preemption:
             name, params = spec
             # Replayed by pickling, from the parameters as they are now: a randomised rule's Generator advances
             # during the run, and the replay must draw what the run drew.
-            start = (name, copy.deepcopy(params))
+            start = copy.deepcopy(params)
             self._engine.run_rule(name, dict(params))
-            self._native_rule = start
-            self._advanced_after_log = True
+            self._replay.ran_rule(name, start)
             self._stale = True
             return self.result()
         return super().run(policy)
@@ -154,15 +218,11 @@ class NativeSimulator(Simulator):
         name, params = spec
         limit = -1 if max_decisions is None else int(max_decisions)
         plans = self._engine.run_rule(name, dict(params), until=float(until), max_decisions=limit, log=True)
-        self._log.extend(plans)
         self._request = None
         self._stale = True
-        if len(plans) == max_decisions:  # stopped right after its last resolve
-            self._advanced_after_log = False
-        elif plans:  # stopped by advance(until): the end, or the time limit
-            self._advanced_after_log = False
-            self._note_advanced(until)
-        else:
+        if plans:
+            self._replay.resolved(plans)
+        if len(plans) != max_decisions:  # stopped by advance(until): the end, or the time limit
             self._note_advanced(until)
         return len(plans)
 
@@ -198,8 +258,7 @@ class NativeSimulator(Simulator):
             self._engine.resolve(*decision)
         except ValueError as exc:  # the engine checks the plan exactly as the Python engine does
             raise IllegalDecisionError(str(exc)) from None
-        self._log.append(decision)
-        self._advanced_after_log = False
+        self._replay.resolved([decision])
         self._request = None
         self._stale = True
 
@@ -276,7 +335,7 @@ class NativeSimulator(Simulator):
         d = new.__dict__
         d.update(self.__dict__)
         d["_engine"] = self._engine.clone()
-        d["_log"] = self._log.copy()  # of (nodes, victims) pairs that nothing changes
+        d["_replay"] = self._replay.copy()
         d["_request"] = None  # rebuilt on the copy's records by pending_request
         d["_stale"] = True
         # Records are refreshed from the engine before anyone reads them: the copy needs records of its own, not
@@ -387,22 +446,24 @@ class NativeSimulator(Simulator):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         pending = state.pop("_pending")
-        state.setdefault("_until", math.inf)
+        if "_replay" not in state:
+            state["_replay"] = ReplayState.from_legacy(state)
         self.__dict__.update(state)
         self._engine = self._build()
         # Deterministic: the same advance/resolve calls reproduce the same state exactly.
-        native_rule = self.__dict__.get("_native_rule")
-        if native_rule is not None:
+        replay: ReplayState = self._replay
+        if replay.native_rule is not None:
             # On a copy: the stored parameters (a Generator's starting state) must serve the next replay too.
-            self._engine.run_rule(native_rule[0], copy.deepcopy(dict(native_rule[1])))
+            name, params = replay.native_rule
+            self._engine.run_rule(name, copy.deepcopy(dict(params)))
             self._stale = True
             return
-        for decision in self._log:
+        for decision in replay.log:
             self._engine.advance()
             self._engine.resolve(*decision)
         self._stale = True
-        if self._advanced_after_log:
-            idx = self._advance_engine(self._until)
+        if replay.phase is ReplayPhase.ADVANCED:
+            idx = self._advance_engine(replay.until)
             if pending and idx >= 0:
                 self._request = self._make_request(idx)
 
@@ -459,7 +520,7 @@ class StepwiseNativeSimulator(NativeSimulator):
         n = int(self._core.choose(action))
         if n >= 0:  # resolved: the engine waits for next_decision()
             self._request = None
-            self._advanced_after_log = False
+            self._replay.phase = ReplayPhase.RESOLVED  # logged by the core, handed over by _flush_log
             self._stale = True
         return n
 
@@ -502,7 +563,7 @@ class StepwiseNativeSimulator(NativeSimulator):
 
     def _flush_log(self) -> None:
         if self._core is not None:
-            self._log.extend(self._core.take_log())
+            self._replay.log.extend(self._core.take_log())
 
     def advance(self, until: float = math.inf) -> PreemptionRequest | None:
         if self._engine.pending >= 0:
@@ -543,4 +604,4 @@ def _read_only(a: np.ndarray) -> np.ndarray:
     return a
 
 
-__all__ = ["ENGINE_VERSION", "NativeSimulator", "StepwiseNativeSimulator"]
+__all__ = ["ENGINE_VERSION", "NativeSimulator", "ReplayPhase", "ReplayState", "StepwiseNativeSimulator"]
