@@ -39,6 +39,16 @@ class PythonSimulator(Simulator):
     """The Python engine (see :class:`~schedgym.sim.simulator.Simulator` for the API)."""
 
     engine = "python"
+    # The state Simulator declares read-only, kept here as plain attributes (the hot path reads and writes them).
+    now: float
+    jobs: list[Job]
+    avail: np.ndarray
+    held: np.ndarray
+    accrued: list[float]
+    accrued_bounded: list[float]
+    n_preemptions: int
+    n_requests: int
+    segments: list[Segment]
     # The attributes clone() shares between copies (beyond scalars): none of them changes after construction.
     _CLONE_SHARES = frozenset(
         ("cluster", "config", "capacity", "_capacity_rows", "_shape_te", "_inv_duration", "_inv_bounded")
@@ -59,7 +69,7 @@ class PythonSimulator(Simulator):
         self.held = np.zeros_like(self.capacity)
         self.avail = self.capacity.copy()
         self.now = 0.0
-        self.jobs: list[Job] = []
+        self.jobs = []
         self._running_on: list[set[int]] = [set() for _ in cluster.nodes]
         # Preemption candidates per node, kept up to date so that a decision does not scan every job.
         self._cand_on: list[set[int]] = [set() for _ in cluster.nodes]
@@ -84,7 +94,7 @@ class PythonSimulator(Simulator):
         self._in_pass = False
         self._request: PreemptionRequest | None = None
         self._n_done = 0
-        self.segments: list[Segment] = []
+        self.segments = []
         self.n_preemptions = 0
         self.n_requests = 0  # preemption requests made to the policy (offers)
         # Slowdown accrued so far, per class (index = JobClass): a job in the system accrues 1/duration per

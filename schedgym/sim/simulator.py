@@ -9,7 +9,8 @@ A simulation is driven step-wise so that the same engine serves an in-process ru
 
 Two engines implement it with identical results: the compiled native engine (``schedgym/sim/native/``,
 default) and the Python engine (:mod:`schedgym.sim.python_engine`), the readable specification that the
-native one is tested against. ``Simulator(...)`` builds the one that :func:`select_engine` picks.
+native one is tested against. :func:`make_simulator` (or ``Simulator(...)``, which calls the same choice) builds
+the one that :func:`select_engine` picks; :func:`engine_class` names its class.
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ from schedgym.sim.policy import PreemptionPolicy, QueueDiscipline
 
 if TYPE_CHECKING:
     from schedgym.sim.cluster import ClusterSpec
-    from schedgym.sim.job import JobSpec
-    from schedgym.sim.metrics import RunResult
+    from schedgym.sim.job import Job, JobSpec
+    from schedgym.sim.metrics import RunResult, Segment
+    from schedgym.sim.policy import PreemptionPlan, PreemptionRequest
 
 ENGINES = ("native", "python")
 ENV_VAR = "SCHEDGYM_ENGINE"
@@ -166,6 +168,29 @@ def select_engine(requested: str | None = None) -> str:
     return "python"
 
 
+def engine_class(config: SimConfig | None = None) -> type[Simulator]:
+    """The engine class that runs a simulation under ``config``: :class:`~schedgym.sim.native_engine.NativeSimulator`
+    or :class:`~schedgym.sim.python_engine.PythonSimulator`, as :func:`select_engine` picks from ``config.engine``
+    (else ``$SCHEDGYM_ENGINE``, else native). The one place where the engine is chosen."""
+    if config is not None and not isinstance(config, SimConfig):
+        raise ConfigError(f"Expected config to be a SimConfig, got {config!r}")
+    if select_engine(config.engine if config is not None else None) == "native":
+        from schedgym.sim.native_engine import NativeSimulator
+
+        return NativeSimulator
+    from schedgym.sim.python_engine import PythonSimulator
+
+    return PythonSimulator
+
+
+def make_simulator(
+    cluster: ClusterSpec, jobs: Sequence[JobSpec], config: SimConfig | None = None, *, preemption: bool = True
+) -> Simulator:
+    """A simulation of ``jobs`` on ``cluster`` under ``config`` on the engine :func:`engine_class` picks (see
+    :class:`Simulator` for the arguments). ``Simulator(cluster, jobs, config)`` gives the same."""
+    return engine_class(config)(cluster, jobs, config, preemption=preemption)
+
+
 class Simulator:
     """One simulation of ``jobs`` on ``cluster`` under ``config``, on the engine ``config.engine`` selects.
 
@@ -188,25 +213,56 @@ class Simulator:
     """
 
     engine: str = ""
+    cluster: ClusterSpec
+    config: SimConfig
+    preemption: bool
+    capacity: np.ndarray
+    """Per-node capacity, (n_nodes, 3): GPUs, CPUs, memory (read-only)."""
 
     if TYPE_CHECKING:
-        # The state listed above is attributes on one engine and properties on the other; to the type
-        # checker, any of it is Any.
-        def __getattr__(self, name: str) -> Any: ...
+        # The state both engines offer, declared for the type checker: attributes on the Python engine (which
+        # redeclares them as such), properties on the native one. Read-only here: only the engines change them.
+        @property
+        def now(self) -> float:
+            """The simulation clock (seconds)."""
+
+        @property
+        def jobs(self) -> list[Job]:
+            """The per-job records, by job index, up to date."""
+
+        @property
+        def avail(self) -> np.ndarray:
+            """Per-node resources anyone may use, (n_nodes, 3)."""
+
+        @property
+        def held(self) -> np.ndarray:
+            """Per-node free resources set aside for reserved TE jobs, (n_nodes, 3)."""
+
+        @property
+        def accrued(self) -> list[float]:
+            """Slowdown accrued so far per class (TE, BE)."""
+
+        @property
+        def accrued_bounded(self) -> list[float]:
+            """Bounded slowdown accrued so far per class (TE, BE)."""
+
+        @property
+        def n_preemptions(self) -> int:
+            """Preemptions so far."""
+
+        @property
+        def n_requests(self) -> int:
+            """Preemption requests made to the policy so far."""
+
+        @property
+        def segments(self) -> Sequence[Segment]:
+            """The run segments so far."""
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Simulator:
+        # Simulator(...) itself builds the engine engine_class() picks (as make_simulator does); an engine's class
+        # builds itself. Any arguments: unpickling calls cls.__new__(cls) with none.
         if cls is Simulator:
-            config = kwargs.get("config", args[2] if len(args) > 2 else None)
-            if config is not None and not isinstance(config, SimConfig):
-                raise ConfigError(f"Expected config to be a SimConfig, got {config!r}")
-            if select_engine(config.engine if config is not None else None) == "native":
-                from schedgym.sim.native_engine import NativeSimulator
-
-                cls = NativeSimulator
-            else:
-                from schedgym.sim.python_engine import PythonSimulator
-
-                cls = PythonSimulator
+            cls = engine_class(kwargs.get("config", args[2] if len(args) > 2 else None))
         return super().__new__(cls)
 
     def __init__(  # pragma: no cover - the engines define it
@@ -223,11 +279,55 @@ class Simulator:
         self.capacity.setflags(write=False)  # shared with every request: nobody may change it
         self._capacity_rows = self.capacity.tolist()
 
+    # ------------------------------------------------------------------ what each engine defines
+    def advance(self, until: float = math.inf) -> PreemptionRequest | None:  # pragma: no cover - the engines define it
+        """Run until a TE job needs a preemption decision (returned) or the workload drains (None); or stop
+        (None, not :attr:`done`) before processing events later than ``until``. Stopping changes nothing: a
+        later ``advance()`` goes on as if it had not stopped."""
+        raise NotImplementedError
+
+    def resolve(self, plan: PreemptionPlan) -> None:  # pragma: no cover - the engines define it
+        """Apply the answer to the pending request (see :class:`~schedgym.sim.policy.PreemptionPlan`)."""
+        raise NotImplementedError
+
+    def result(self) -> RunResult:  # pragma: no cover - the engines define it
+        """Per-job records, run segments and aggregates; only valid once the workload has drained."""
+        raise NotImplementedError
+
+    @property
+    def done(self) -> bool:  # pragma: no cover - the engines define it
+        """Whether every job has completed."""
+        raise NotImplementedError
+
+    @property
+    def pending_request(self) -> PreemptionRequest | None:  # pragma: no cover - the engines define it
+        """The request waiting for :meth:`resolve`, or None."""
+        raise NotImplementedError
+
+    @property
+    def unused(self) -> np.ndarray:  # pragma: no cover - the engines define it
+        """Per-node resources that no RUNNING or PREEMPTING job occupies (a fresh array: ``avail + held``)."""
+        raise NotImplementedError
+
+    @property
+    def queue_lengths(self) -> tuple[int, int]:  # pragma: no cover - the engines define it
+        """(TE, BE) jobs pending, reserved TE jobs included."""
+        raise NotImplementedError
+
+    def candidates(self) -> dict[int, list[Job]]:  # pragma: no cover - the engines define it
+        """Preemptible jobs per node (RUNNING, BE, fewer than max_preemptions preemptions), by job index."""
+        raise NotImplementedError
+
+    def running_on(self, node: int) -> frozenset[int]:  # pragma: no cover - the engines define it
+        """The indices of the jobs running on ``node``."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ shared
     def run(self, policy: PreemptionPolicy) -> RunResult:
         """Drive the simulation to the end with ``policy`` answering every request."""
-        while (request := self.advance()) is not None:  # type: ignore[attr-defined]
-            self.resolve(policy.decide(request))  # type: ignore[attr-defined]
-        return self.result()  # type: ignore[attr-defined]
+        while (request := self.advance()) is not None:
+            self.resolve(policy.decide(request))
+        return self.result()
 
     def run_until(self, policy: PreemptionPolicy, until: float = math.inf, *, max_decisions: int | None = None) -> int:
         """Drive the simulation with ``policy`` answering requests until the workload drains, or the clock would
@@ -240,10 +340,10 @@ class Simulator:
             raise ConfigError(f"Expected max_decisions >= 0 or None, got {max_decisions}")
         n = 0
         while max_decisions is None or n < max_decisions:
-            request = self.advance(until)  # type: ignore[attr-defined]
+            request = self.advance(until)
             if request is None:
                 break
-            self.resolve(policy.decide(request))  # type: ignore[attr-defined]
+            self.resolve(policy.decide(request))
             n += 1
         return n
 
@@ -252,10 +352,10 @@ class Simulator:
         happens before ``t``: :attr:`accrued` plus what accrues at the current rates from ``now`` to ``t``.
         Right after ``advance(until=t)`` returned None, that is what :attr:`accrued` would read at ``t``, which
         puts simulations stopped at one time on one footing. ``t`` must not be before ``now``."""
-        now = self.now  # type: ignore[attr-defined]
+        now = self.now
         if not t >= now:
             raise IllegalDecisionError(f"Expected t >= now ({now!r}), got {t!r}")
-        acc = list(self.accrued_bounded if bounded else self.accrued)  # type: ignore[attr-defined]
+        acc = list(self.accrued_bounded if bounded else self.accrued)
         dt = t - now
         if dt > 0:  # the engines' own accrual step (process_events_at)
             rate = self._rates(bounded)
@@ -280,8 +380,10 @@ __all__ = [
     "MAX_PREEMPTIONS",
     "SimConfig",
     "Simulator",
+    "engine_class",
     "is_integer",
     "is_number",
+    "make_simulator",
     "native_available",
     "select_engine",
 ]
