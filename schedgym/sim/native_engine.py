@@ -140,7 +140,7 @@ class NativeSimulator(Simulator):
         self._stale = False  # the Job records lag behind the engine
 
     def _build(self) -> Any:
-        from schedgym.sim import _engine  # type: ignore[attr-defined]
+        from schedgym.sim import _engine
 
         col = self._columns
         restart = self._restart()
@@ -488,7 +488,7 @@ class StepwiseNativeSimulator(NativeSimulator):
     ) -> Any:
         """Build the decision core (``DecisionEncoder``'s ``max_candidates``, ``estimate``, ``scale`` and
         ``total``) and return it."""
-        from schedgym.sim import _engine  # type: ignore[attr-defined]
+        from schedgym.sim import _engine
 
         args = (
             int(max_candidates),
@@ -538,7 +538,7 @@ class StepwiseNativeSimulator(NativeSimulator):
         new = super().clone()
         assert isinstance(new, StepwiseNativeSimulator)
         if self._core is not None:
-            from schedgym.sim import _engine  # type: ignore[attr-defined]
+            from schedgym.sim import _engine
 
             assert self._core_args is not None
             new._core = _engine.EnvCore(new._engine, *self._core_args)
@@ -592,7 +592,7 @@ class StepwiseNativeSimulator(NativeSimulator):
         progress = state.pop("_core_progress")
         super().__setstate__(state)
         if self._core_args is not None:
-            from schedgym.sim import _engine  # type: ignore[attr-defined]
+            from schedgym.sim import _engine
 
             self._core = _engine.EnvCore(self._engine, *self._core_args)
             if self._core.attach() and progress is not None and progress[0]:

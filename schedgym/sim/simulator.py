@@ -127,7 +127,7 @@ class SimConfig:
 def native_available() -> bool:
     """True if the compiled engine imports and matches this version of the Python package."""
     try:
-        from schedgym.sim import _engine  # type: ignore[attr-defined]
+        from schedgym.sim import _engine
     except ImportError:
         return False
     from schedgym.sim.native_engine import ENGINE_VERSION

@@ -55,7 +55,7 @@ _SYNTHETIC_VERSION = 2
 
 def _load_native() -> Any:
     try:
-        from schedgym.workloads import _synthetic  # type: ignore[attr-defined]
+        from schedgym.workloads import _synthetic
     except ImportError:
         return None
     # numpy's distributions are linked into the module: another numpy may draw differently, so the module
