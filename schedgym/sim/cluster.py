@@ -114,7 +114,8 @@ class ClusterSpec:
 
     @property
     def total(self) -> np.ndarray:
-        return self.capacity.sum(axis=0)
+        total: np.ndarray = self.capacity.sum(axis=0)
+        return total
 
 
 # Presets. "paper" is our reconstruction of a contended DL-development cluster (see docs/semantics.md):
@@ -149,7 +150,7 @@ class ClusterSubset:
 
     def select(self, cluster: ClusterSpec) -> tuple[NodeSpec, ...]:
         """The kept nodes of ``cluster`` (the source cluster), in its order."""
-        by_shape: dict[tuple, list[int]] = {}
+        by_shape: dict[tuple[str, float, float, float], list[int]] = {}
         for i, n in enumerate(cluster.nodes):
             by_shape.setdefault((n.gpu_model, n.gpus, n.cpus, n.mem_gb), []).append(i)
         keep = {i for idx in by_shape.values() for i in idx[: math.floor(len(idx) / self.one_in + 0.5)]}

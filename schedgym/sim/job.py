@@ -381,7 +381,8 @@ class JobTable(Sequence[JobSpec]):
         if self._columns is None:
             assert self._specs is not None
             return tuple(s.job_id for s in self._specs)
-        return self._columns["job_id"]
+        ids: tuple[str, ...] = self._columns["job_id"]
+        return ids
 
     @property
     def specs(self) -> tuple[JobSpec, ...]:
@@ -445,10 +446,10 @@ class JobTable(Sequence[JobSpec]):
     def __repr__(self) -> str:
         return f"JobTable(<{len(self)} jobs>)"
 
-    def __getstate__(self) -> tuple:
+    def __getstate__(self) -> tuple[Any, ...]:
         return (self._columns if self._specs is None else None, self._specs)
 
-    def __setstate__(self, state: tuple) -> None:
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
         self._columns, self._specs = state
         self._duplicate = None
 
@@ -548,10 +549,10 @@ def _restart_list(columns: JobColumns) -> list[float | None]:
 
 
 # The last ids checked and the result: a synthetic workload's ids are one cached tuple per size, checked once.
-_checked_ids: tuple[tuple, int, int] = ((), 0, 0)
+_checked_ids: tuple[tuple[Any, ...], int, int] = ((), 0, 0)
 
 
-def _check_ids(ids: tuple) -> tuple[int, int]:
+def _check_ids(ids: tuple[Any, ...]) -> tuple[int, int]:
     """``(bad, duplicate)``: the first id JobSpec would reject (not a non-empty string) or ``len(ids)``, and
     :func:`_first_duplicate` of ids that are all plain ``str`` (else -1)."""
     global _checked_ids
@@ -580,7 +581,7 @@ def _first_duplicate(ids: Sequence[str]) -> int:
 
 
 def _make_columns(
-    ids: tuple,
+    ids: tuple[Any, ...],
     floats: np.ndarray,
     gang: np.ndarray,
     cls: np.ndarray,
@@ -701,7 +702,7 @@ def build_jobs(specs: Sequence[JobSpec], capacity: np.ndarray, member: np.ndarra
     or fail together; shape ids are numbered in order of first appearance."""
     if member is None:
         member = check_workload(specs, capacity)["member"]
-    shapes: dict[tuple, int] = {}
+    shapes: dict[tuple[Any, ...], int] = {}
     jobs: list[Job] = []
     for i, (spec, row) in enumerate(zip(specs, member.tolist(), strict=True)):
         demand = (row[0], row[1], row[2])

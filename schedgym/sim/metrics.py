@@ -12,9 +12,9 @@ Definitions (see docs/semantics.md):
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, overload
+from typing import Any, NamedTuple, overload
 
 import numpy as np
 
@@ -90,7 +90,7 @@ class ClassStats:
     grace_time: float
 
     def as_dict(self) -> dict[str, float]:
-        return {name: getattr(self, name) for name in self.__slots__}  # type: ignore[attr-defined]
+        return {name: getattr(self, name) for name in self.__slots__}
 
 
 @dataclass(frozen=True)
@@ -120,15 +120,18 @@ class RunResult:
 
     @property
     def slowdown(self) -> np.ndarray:
-        return (self.completion - self.submit) / self.duration
+        out: np.ndarray = (self.completion - self.submit) / self.duration
+        return out
 
     @property
     def bounded_slowdown(self) -> np.ndarray:
-        return np.maximum(1.0, (self.completion - self.submit) / np.maximum(self.duration, TAU))
+        out: np.ndarray = np.maximum(1.0, (self.completion - self.submit) / np.maximum(self.duration, TAU))
+        return out
 
     @property
     def wait(self) -> np.ndarray:
-        return self.completion - self.submit - self.run_time
+        out: np.ndarray = self.completion - self.submit - self.run_time
+        return out
 
     @property
     def makespan(self) -> float:
@@ -209,7 +212,7 @@ class RunResult:
             grace_time=float(self.grace_time[mask].sum()),
         )
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         """Aggregates as plain JSON-ready data."""
         return {
             "te": self.class_stats(JobClass.TE).as_dict(),
@@ -225,7 +228,7 @@ class RunResult:
 def build_result(
     jobs: list[Job], segments: list[Segment], capacity: np.ndarray, n_preemptions: int, n_requests: int
 ) -> RunResult:
-    def col(getter, dtype=np.float64) -> np.ndarray:  # noqa: ANN001
+    def col(getter: Callable[[Job], Any], dtype: type = np.float64) -> np.ndarray:
         return np.fromiter((getter(j) for j in jobs), dtype=dtype, count=len(jobs))
 
     return RunResult(

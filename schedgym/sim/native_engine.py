@@ -355,7 +355,8 @@ class NativeSimulator(Simulator):
     @property
     def unused(self) -> np.ndarray:
         """Per-node resources that no RUNNING or PREEMPTING job occupies (a fresh array: ``avail + held``)."""
-        return self._engine.avail() + self._engine.held()
+        unused: np.ndarray = self._engine.avail() + self._engine.held()
+        return unused
 
     @property
     def queue_lengths(self) -> tuple[int, int]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -73,9 +74,9 @@ class PythonSimulator(Simulator):
         self._running_on: list[set[int]] = [set() for _ in cluster.nodes]
         # Preemption candidates per node, kept up to date so that a decision does not scan every job.
         self._cand_on: list[set[int]] = [set() for _ in cluster.nodes]
-        self._events: list[tuple] = []
+        self._events: list[tuple[float, int, int, int, int]] = []
         self._seq = 0  # creation order of events (the heap's tie-break); an int, so that clone() copies it
-        self._queues: dict[int, list[tuple]] = {}  # shape id -> heap of (queue key, job idx)
+        self._queues: dict[int, list[tuple[tuple[Any, ...], int]]] = {}  # shape id -> heap of (queue key, job idx)
         self._blocked: set[int] = set()  # shape ids known not to fit until resources are freed
         self._nonempty: set[int] = set()  # shape ids with at least one queued job
         self._unknown: set[int] = set()  # nonempty shapes not known to be blocked
@@ -162,7 +163,8 @@ class PythonSimulator(Simulator):
         """Per-node resources that no RUNNING or PREEMPTING job occupies (a fresh array: ``avail + held``).
 
         ``avail`` is the part anyone may use; ``held`` the part set aside for reserved TE jobs."""
-        return self.avail + self.held
+        unused: np.ndarray = self.avail + self.held
+        return unused
 
     @property
     def pending_request(self) -> PreemptionRequest | None:
@@ -272,7 +274,7 @@ class PythonSimulator(Simulator):
 
     def _enqueue(self, job: Job) -> None:
         spec = job.spec
-        key: tuple
+        key: tuple[Any, ...]
         if self._priority:
             key = (int(spec.job_class), spec.submit_time, job.idx)
         else:
@@ -523,7 +525,7 @@ class PythonSimulator(Simulator):
     def _read_only(a: np.ndarray) -> np.ndarray:
         # A fresh view per request (not one kept on self): a copied or unpickled simulator must not hand
         # out a view of the original's array.
-        v = a.view()
+        v: np.ndarray = a.view()
         v.setflags(write=False)
         return v
 
