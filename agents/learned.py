@@ -17,13 +17,13 @@ Safety: a stable-baselines3 ``.zip`` holds pickles, and SB3's ``load()`` (used b
 loads the file with SB3 or torch) unpickles them, which can run any code the file's author chose: load only
 model files you trust. The numpy reader used here loads weights only, through an unpickler that refuses every
 object but a tensor, so evaluating a file runs no code from it. The ``.json`` beside a model may name only a
-registered ``schedgym/`` environment (nothing is imported by name), and the bundled agent is checked against
-the SHA-256 sums in :data:`BUNDLED_SHA256` before it is loaded.
+registered ``schedgym/`` environment (nothing is imported by name), and the bundled agents are checked against
+the SHA-256 sums of their manifest (``agents/bundled/manifest.json``, :mod:`agents.manifest`) before they are
+loaded.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -31,32 +31,19 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from agents.manifest import BUNDLED_DIR, BundledAgent, check_file, read_manifest, sha256_of
 from schedgym._csvio import open_input, read_bounded
 from schedgym.decision import DecisionEncoder, observation_size
 from schedgym.errors import SchedGymError
 from schedgym.sim.policy import DECLINE, Policy, PreemptionPlan, PreemptionRequest, QueueDiscipline
 
-BUNDLED_DIR = Path(__file__).resolve().parent / "bundled"
-BUNDLED = {
-    "ppo": BUNDLED_DIR / "ppo_paper.zip",
-    "dagger": BUNDLED_DIR / "dagger_paper.zip",
-    "dagger-realistic": BUNDLED_DIR / "dagger_realistic.zip",
-    "dagger-nowait": BUNDLED_DIR / "dagger_nowait_paper.zip",
-    "dagger-philly": BUNDLED_DIR / "dagger_philly.zip",
-}
-# The bundled files' SHA-256 sums, checked before the bundled agent is loaded: a file changed after the
-# release (by accident or not) is refused. Replacing the bundled agent means updating these.
-BUNDLED_SHA256 = {
-    "ppo_paper.zip": "fb2c2b9d3a812dc958908c45e5ac93e2f82ed36a493f0eae99770a5894ba7c01",
-    "ppo_paper.json": "f6acba447e32e5a94129fb70cca56fcce30d51194029f9d9c6797e7461b9b3b7",
-    "dagger_paper.zip": "387a8ded763c63cdca05fc51bb35a6018e375dace0305d534b53ec62a0451efd",
-    "dagger_paper.json": "2e6e51299694bc66244c335f38910104ad96722785fd4fb66de7501d052cb513",
-    "dagger_realistic.zip": "aa3cc8ae85baf63d15199d1b9f0478a9613a6143603939021610f6b45e753b69",
-    "dagger_realistic.json": "dd26009f36baa71d82db5cc7173508237dd9c0433a84a2e0f9276ab0ae4977a3",
-    "dagger_nowait_paper.zip": "703a09fcf8ec410c22cfad7727667f77e4d154f94b03f8b4181dc6fb82c23c53",
-    "dagger_nowait_paper.json": "12ad62903f24d3d12d81c4fb6e6aff660a810ec39992f666facfe50963ecc678",
-    "dagger_philly.zip": "7732e405208f24723152e0a544dfa414eb3c10dade760e6f283fb8edff3e8670",
-    "dagger_philly.json": "b1ae3829860e4b0b4a5405f43f5b0b6354ef827091c5489f2405655d80312fca",
+# The bundled agents, from agents/bundled/manifest.json (agents.manifest): registry name -> model file, and file
+# name -> SHA-256, checked before a bundled agent is loaded: a file changed after the release (by accident or
+# not) is refused. Replacing a bundled agent means updating its manifest entry.
+BUNDLED_AGENTS: dict[str, BundledAgent] = read_manifest()
+BUNDLED: dict[str, Path] = {name: BUNDLED_DIR / agent.model for name, agent in BUNDLED_AGENTS.items()}
+BUNDLED_SHA256: dict[str, str] = {
+    file: digest for agent in BUNDLED_AGENTS.values() for file, digest in agent.files().items()
 }
 MAX_META_BYTES = 1 << 20  # a saved agent's .json is a few kB
 
@@ -282,32 +269,12 @@ def _read_meta(meta_path: Path) -> dict[str, Any]:
     return meta
 
 
-def sha256_of(path: Path) -> str:
-    """The SHA-256 of the file at ``path``, in hex."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def verify_bundled(name: str = "ppo") -> None:
-    """Check a bundled agent's ``.zip`` and ``.json`` against the SHA-256 sums recorded in
-    :data:`BUNDLED_SHA256`; raise :class:`SchedGymError` on a missing or changed file."""
+    """Check a bundled agent's ``.zip`` and ``.json`` against the SHA-256 sums of the bundled agents' manifest
+    (:data:`BUNDLED_SHA256`); raise :class:`SchedGymError` on a missing or changed file."""
     zip_path = BUNDLED[name]
     for path in (zip_path, zip_path.with_suffix(".json")):
-        expected = BUNDLED_SHA256[path.name]
-        try:
-            actual = sha256_of(path)
-        except OSError as exc:
-            raise SchedGymError(
-                f"the bundled agent {name!r} is missing {path} ({exc.strerror}); reinstall schedgym"
-            ) from None
-        if actual != expected:
-            raise SchedGymError(
-                f"the bundled agent {name!r} does not match its recorded checksum: {path} has SHA-256 {actual}, "
-                f"expected {expected} (agents/learned.py BUNDLED_SHA256); reinstall schedgym"
-            )
+        check_file(name, path, BUNDLED_SHA256[path.name])
 
 
 def bundled_agent(name: str = "ppo") -> LearnedPolicy:
@@ -319,6 +286,8 @@ def bundled_agent(name: str = "ppo") -> LearnedPolicy:
 __all__ = [
     "ALGOS",
     "BUNDLED",
+    "BUNDLED_AGENTS",
+    "BUNDLED_DIR",
     "BUNDLED_SHA256",
     "LearnedPolicy",
     "Network",
@@ -327,5 +296,6 @@ __all__ = [
     "bundled_agent",
     "load_agent",
     "recorded_policy",
+    "sha256_of",
     "verify_bundled",
 ]

@@ -141,38 +141,22 @@ register_policy(
     kwargs={"horizon": 6 * 3600.0},
     description="lookahead with a 6 h horizon: about 8x cheaper, and blind to delays that end later",
 )
-register_policy(
-    "ppo",
-    "agents.learned:bundled_agent",
-    kwargs={"name": "ppo"},
-    description="the bundled learned agent (MaskablePPO, evaluated in numpy)",
-    learned=True,
-)
-register_policy(
-    "dagger",
-    "agents.learned:bundled_agent",
-    kwargs={"name": "dagger"},
-    description="a bundled row-scorer agent taught by lookahead (DAgger on paper, 64 rows), evaluated in numpy",
-    learned=True,
-)
-register_policy(
-    "dagger-nowait",
-    "agents.learned:bundled_agent",
-    kwargs={"name": "dagger-nowait"},
-    description="dagger's recipe taught by lookahead-nowait-pc10 (never waits when it can serve), evaluated in numpy",
-    learned=True,
-)
-register_policy(
-    "dagger-philly",
-    "agents.learned:bundled_agent",
-    kwargs={"name": "dagger-philly"},
-    description="dagger-nowait's recipe on Philly's training windows (64 nodes, real jobs), evaluated in numpy",
-    learned=True,
-)
-register_policy(
-    "dagger-realistic",
-    "agents.learned:bundled_agent",
-    kwargs={"name": "dagger-realistic"},
-    description="dagger's recipe on the realistic workload (preemption costs 7-60 s), evaluated in numpy",
-    learned=True,
-)
+
+
+def _register_bundled() -> None:
+    """The bundled learned agents, one per entry of agents/bundled/manifest.json (:mod:`agents.manifest`: their
+    names and descriptions; their files are checked against their SHA-256 sums when an agent is made)."""
+    # Imported here, once the functions above exist: importing the agents package imports this module.
+    from agents.manifest import read_manifest
+
+    for agent in read_manifest().values():
+        register_policy(
+            agent.name,
+            "agents.learned:bundled_agent",
+            kwargs={"name": agent.name},
+            description=agent.description,
+            learned=True,
+        )
+
+
+_register_bundled()

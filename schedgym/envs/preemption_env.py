@@ -113,6 +113,13 @@ class PreemptionEnv(gym.Env):
     * v0: initial release. Later, within v0 (observations, actions, rewards and episodes unchanged, checked
       bit for bit): the simulator's rules moved from flat arguments into ``sim``, and the features
       ``free_*`` were renamed ``unused_*``.
+    * v1 (``schedgym/Preemption-v1``, ``schedgym/PreemptionLarge-v1``): a change of dynamics only. A TE job the
+      agent declined is asked again only when something that could change the answer has changed (a release
+      or a new candidate on a node where it could fit after preemptions; docs/semantics.md, step 6 of the
+      scheduling pass), and only the oldest TE job of a shape is asked; v0 asked every declined TE job again
+      after any release or BE start anywhere. Observations, actions and rewards are as in v0. ``gym.make`` of a
+      v0 id raises Gymnasium's ``DeprecatedEnv`` naming v1; an agent saved on a v0 id is evaluated on its v1
+      successor (``schedgym.SUPERSEDED``).
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
