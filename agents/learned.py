@@ -65,7 +65,7 @@ ALGOS: dict[str, tuple[str, str, bool]] = {
     "maskable_ppo": ("sb3_contrib", "MaskablePPO", True),
     "ppo": ("stable_baselines3", "PPO", False),
     "dqn": ("stable_baselines3", "DQN", False),
-    # RLlib's PPO with schedgym's masked module (schedgym/rllib/); trained by schedgym.rllib.train, saved as .npz
+    # RLlib's PPO with schedgym's masked module (schedgym/rllib/); trained by agents.rllib_train, saved as .npz
     "rllib_ppo": ("ray.rllib.algorithms.ppo", "PPO", True),
 }
 

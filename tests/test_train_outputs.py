@@ -512,7 +512,7 @@ def pyarrow_enospc() -> OSError:
     "error", [ENOSPC, pyarrow_enospc, KeyboardInterrupt], ids=["ENOSPC", "pyarrow-ENOSPC", "interrupt"]
 )
 def test_a_failed_rllib_checkpoint_keeps_the_previous_one(rllib, tmp_path, error):
-    from schedgym.rllib.train import algorithm, save_checkpoint
+    from agents.rllib_train import algorithm, save_checkpoint
 
     path = tmp_path / "checkpoint"
     with algorithm(TrainConfig(**rllib), tmp_path / "logs") as algo:
@@ -557,8 +557,8 @@ def test_a_failed_final_export_keeps_the_best_actor(rllib, tmp_path, monkeypatch
 
 @pytest.mark.ray
 def test_the_parameter_count_is_the_rllib_modules(rllib):
+    from agents.rllib_train import algorithm_config
     from schedgym.rllib import make_env
-    from schedgym.rllib.train import algorithm_config
 
     config = TrainConfig(**{**rllib, "net_arch": (9, 5)})
     module = algorithm_config(config).get_rl_module_spec(env=make_env(config.env_kwargs)).build()

@@ -130,16 +130,16 @@ def train_rllib(config: Any, run_dir: Path, on_evaluation: Callable[[dict[str, A
     from agents.learned import LearnedPolicy
     from agents.train import (
         FIGURES,
-        _finite,
-        _format_evaluation,
-        _workload_names,
-        _write_meta,
         env_config,
         evaluate,
+        finite,
+        format_evaluation,
         run_figures,
         validation_workloads,
+        workload_names,
+        write_meta,
     )
-    from schedgym.experiments.executors import ExecutorConfig, _ray_session
+    from schedgym.experiments.executors import ExecutorConfig, ray_session
     from schedgym.registry import make_policy
     from schedgym.rllib.export import actor_arrays, save_actor
 
@@ -159,7 +159,7 @@ def train_rllib(config: Any, run_dir: Path, on_evaluation: Callable[[dict[str, A
     actor_arrays(layout)  # an actor numpy cannot evaluate fails now, not after training
 
     # --- fixed validation workloads, and the reference rules' figures on them
-    name = _workload_names(config)[0]
+    name = workload_names(config)[0]
     validation = validation_workloads(config.env_id, config.env_kwargs, config.n_eval_workloads)
     baselines = {
         rule: run_figures(make_policy(rule), config.env_id, config.env_kwargs, validation)
@@ -192,7 +192,7 @@ def train_rllib(config: Any, run_dir: Path, on_evaluation: Callable[[dict[str, A
             # The actor and its .json replace the previous best together, or not at all.
             with output_set():
                 save_actor(run_dir / "best_model.npz", layout, weights)
-                _write_meta(run_dir / "best_model.json", config, _finite({"evaluation": stats, "rllib": rllib_meta}))
+                write_meta(run_dir / "best_model.json", config, finite({"evaluation": stats, "rllib": rllib_meta}))
             best.clear()
             best.update(stats)
 
@@ -203,7 +203,7 @@ def train_rllib(config: Any, run_dir: Path, on_evaluation: Callable[[dict[str, A
     )
     iterations: list[dict[str, Any]] = []
     with contextlib.ExitStack() as session:
-        session.enter_context(_ray_session(ray, executor))  # a refused token is a ConfigError there
+        session.enter_context(ray_session(ray, executor))  # a refused token is a ConfigError there
         cpus = float(ray.cluster_resources().get("CPU", 0))
         if config.num_env_runners > cpus:
             raise ConfigError(
@@ -255,12 +255,12 @@ def train_rllib(config: Any, run_dir: Path, on_evaluation: Callable[[dict[str, A
     # best_model.npz and its .json appear together once all are complete, or none of them does.
     with output_set():
         save_actor(run_dir / "model.npz", layout, weights)
-        _write_meta(run_dir / "model.json", config, _finite(summary))
+        write_meta(run_dir / "model.json", config, finite(summary))
         keep_if_best(final, weights)  # best_model.npz is always there: the final model when nothing did better
     if on_evaluation is not None:
         on_evaluation({**final, "timesteps": steps, "final": True})
     print(f"trained {steps} steps in {seconds:.0f} s: {steps / seconds:,.0f} steps/s")
-    print(_format_evaluation(final, config.eval_baselines))
+    print(format_evaluation(final, config.eval_baselines))
     print(
         f"saved {run_dir / CHECKPOINT_DIR}, {run_dir / 'model.npz'} and best_model.npz "
         f"(validation score {best['score']:.3f})"
