@@ -242,6 +242,19 @@ TINY = dict(
     progress=False,
 )
 
+# One RLlib PPO update of 64 steps in minibatches of 32, evaluated once on one validation workload.
+TINY_RLLIB = dict(
+    algo="rllib_ppo",
+    total_timesteps=64,
+    n_envs=1,
+    n_steps=64,
+    batch_size=32,
+    eval_freq=64,
+    n_eval_workloads=1,
+    env_kwargs={"n_jobs": 100, "cluster": "small"},
+    progress=False,
+)
+
 
 def acts_like_sb3(net, model, env, seeds) -> int:  # noqa: ANN001
     """Play whole episodes of ``env`` (one per seed) with the numpy network ``net``, checking every action

@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("local_ray")]
 import gymnasium as gym  # noqa: E402
 import ray  # noqa: E402
 import torch  # noqa: E402
-from helpers import run_python_without_ray_settings  # noqa: E402
+from helpers import TINY_RLLIB, run_python_without_ray_settings  # noqa: E402
 from ray.rllib.core import DEFAULT_MODULE_ID  # noqa: E402
 from ray.rllib.core.columns import Columns  # noqa: E402
 from ray.rllib.core.rl_module.rl_module import RLModule  # noqa: E402
@@ -35,19 +35,7 @@ from schedgym.rllib.config import PPO_FIXED  # noqa: E402
 from schedgym.rllib.export import actor_arrays  # noqa: E402
 from schedgym.rllib.module import MaskedPPOTorchRLModule  # noqa: E402
 
-ENV_KWARGS = {"n_jobs": 100, "cluster": "small"}
-# One PPO update of 64 steps in minibatches of 32, evaluated once on one validation workload.
-TINY_RLLIB = dict(
-    algo="rllib_ppo",
-    total_timesteps=64,
-    n_envs=1,
-    n_steps=64,
-    batch_size=32,
-    eval_freq=64,
-    n_eval_workloads=1,
-    env_kwargs=ENV_KWARGS,
-    progress=False,
-)
+ENV_KWARGS = TINY_RLLIB["env_kwargs"]
 TINY_ARGS = [
     "--algo", "rllib_ppo", "--total-timesteps", "64", "--n-envs", "1", "--n-steps", "64", "--batch-size", "32",
     "--eval-freq", "64", "--n-eval-workloads", "1", "--env-kwargs", json.dumps(ENV_KWARGS), "--no-progress",

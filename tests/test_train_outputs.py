@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import helpers
 import numpy as np
 import pytest
 
@@ -45,19 +46,7 @@ ISSUE_ARGS = [
     "32", "--eval-freq", "0", "--n-eval-workloads", "1", "--no-progress", "--no-tensorboard",
 ]  # fmt: skip
 # The smallest run that writes every file of a run folder: one update, no reference rules.
-TINY: dict[str, Any] = dict(
-    total_timesteps=64,
-    n_envs=1,
-    vec_env="dummy",
-    n_steps=64,
-    batch_size=32,
-    eval_freq=0,
-    n_eval_workloads=1,
-    env_kwargs={"n_jobs": 150},
-    eval_baselines=(),
-    tensorboard=False,
-    progress=False,
-)
+TINY: dict[str, Any] = {**helpers.TINY, "total_timesteps": 64, "eval_freq": 0, "eval_baselines": ()}
 TUNE_TRAIN = {**{k: v for k, v in TINY.items() if k != "progress"}, "eval_freq": 64}  # tune sets progress
 
 
@@ -478,18 +467,7 @@ def rllib(request: pytest.FixtureRequest) -> Any:
     return TINY_RLLIB
 
 
-TINY_RLLIB: dict[str, Any] = dict(
-    algo="rllib_ppo",
-    total_timesteps=64,
-    n_envs=1,
-    n_steps=64,
-    batch_size=32,
-    eval_freq=64,
-    n_eval_workloads=1,
-    env_kwargs={"n_jobs": 100, "cluster": "small"},
-    eval_baselines=(),
-    progress=False,
-)
+TINY_RLLIB: dict[str, Any] = {**helpers.TINY_RLLIB, "eval_baselines": ()}
 
 
 def digests(top: Path) -> dict[str, str]:
