@@ -52,8 +52,8 @@ float32 weights, 600 MB with Adam's two moments. The bundled agents have under 2
 MAX_MODEL_ENTRY_BYTES = 1 << 30
 """Bytes of one entry of a saved model (a member of a model ``.zip``, an array of an ``.npz``), checked
 from the file's headers before anything is inflated or allocated, and enforced while reading (a header
-may lie); the entries read from one archive together are held to the same bound. :data:`MAX_PARAMETERS` float32 weights with Adam's state take 600 MB; the bundled models are
-under 200 KB."""
+may lie); the entries read from one archive together are held to the same bound. :data:`MAX_PARAMETERS`
+float32 weights with Adam's state take 600 MB; the bundled models are under 200 KB."""
 
 MAX_PREEMPTIONS = 1_000_000
 """Largest ``max_preemptions`` (the cap P), from every front end (``--max-preemptions``, ``sweep --set``, the
