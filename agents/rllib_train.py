@@ -4,13 +4,13 @@
 Reads top to bottom like the stable-baselines3 path (agents/train.py), and shares its run folder, seeds,
 validation workloads, evaluation and report:
 
-- ``total_timesteps`` environment steps are sampled, a PPO update of :func:`~schedgym.rllib.config.rollout_size`
+- ``total_timesteps`` environment steps are sampled, a PPO update of :func:`~agents.rllib_config.rollout_size`
   steps at a time (RLlib's iterations: the last may overshoot by less than one update); ``num_env_runners``
   Ray actors sample ``n_envs`` environments each (0: this process samples).
 - Every ``eval_freq`` steps the learner's current weights are exported as the numpy actor ``schedgym compare``
   evaluates, and run on the validation workloads (:func:`agents.train.evaluate`); the best is kept.
 - The run folder gets ``checkpoint/`` (RLlib's, for ``Algorithm.from_checkpoint``), ``model.npz`` and
-  ``best_model.npz`` (the actor's weights, :mod:`schedgym.rllib.export`) with their ``.json``:
+  ``best_model.npz`` (the actor's weights, :mod:`agents.rllib_export`) with their ``.json``:
   ``schedgym compare --policies fitgpp,mine:RUN/model.npz`` evaluates them in numpy, without Ray.
 
 Ray: without ``address`` a local Ray is started for the run and stopped after, as ``compare --executor ray``
@@ -34,10 +34,10 @@ from typing import Any
 
 import numpy as np
 
+from agents.rllib_config import ppo_settings
 from schedgym._atomic import atomic_dir, output_set
 from schedgym.errors import ConfigError
 from schedgym.rllib import import_rllib, make_env, register_envs
-from schedgym.rllib.config import ppo_settings
 
 CHECKPOINT_DIR = "checkpoint"
 
@@ -70,7 +70,7 @@ def setup_env_runner(torch_threads: int, **_: Any) -> None:
 
 
 def algorithm_config(config: Any, settings: dict[str, Any] | None = None) -> Any:
-    """The ``PPOConfig`` of a :class:`~agents.train.TrainConfig` (:func:`~schedgym.rllib.config.ppo_settings`),
+    """The ``PPOConfig`` of a :class:`~agents.train.TrainConfig` (:func:`~agents.rllib_config.ppo_settings`),
     on the environment registered by :func:`~schedgym.rllib.register_envs`."""
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
@@ -128,6 +128,7 @@ def train_rllib(config: Any, run_dir: Path, on_evaluation: Callable[[dict[str, A
 
     from agents.inference import rllib_network
     from agents.learned import LearnedPolicy
+    from agents.rllib_export import actor_arrays, save_actor
     from agents.train import (
         FIGURES,
         env_config,
@@ -141,7 +142,6 @@ def train_rllib(config: Any, run_dir: Path, on_evaluation: Callable[[dict[str, A
     )
     from schedgym.experiments.executors import ExecutorConfig, ray_session
     from schedgym.registry import make_policy
-    from schedgym.rllib.export import actor_arrays, save_actor
 
     torch.set_num_threads(config.torch_threads)
     random.seed(config.seed)

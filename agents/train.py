@@ -201,7 +201,7 @@ class TrainConfig:
             )
         if self.n_eval_workloads > MAX_EVAL_WORKLOADS:
             raise ConfigError(f"Expected n_eval_workloads <= {MAX_EVAL_WORKLOADS}, got {self.n_eval_workloads}")
-        from schedgym.rllib.config import check_rllib_fields  # imports no Ray
+        from agents.rllib_config import check_rllib_fields  # imports no Ray
 
         check_rllib_fields(self)
 

@@ -9,7 +9,7 @@ Usage:
 Both train ``schedgym/Preemption-v1`` with ``schedgym train``'s defaults (``TrainConfig``: 64x64 tanh MLP,
 learning rate 3e-4, minibatches of 128, 10 epochs, entropy 0.01, GAE lambda 0.95, one torch thread per
 process) and one update every 1,024 sampled steps (``n_steps`` per environment x environments, as
-``schedgym train`` sizes it: :func:`schedgym.rllib.config.rollout_size`). stable-baselines3 normalises
+``schedgym train`` sizes it: :func:`agents.rllib_config.rollout_size`). stable-baselines3 normalises
 rewards (VecNormalize), RLlib scales them by ``reward_scale``: neither changes the work per step.
 
 - sampler steps/s: environment steps collected over the time spent collecting them, policy forward passes

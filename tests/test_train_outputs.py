@@ -238,7 +238,7 @@ def test_two_runs_started_in_the_same_second_do_not_share_a_folder(tmp_path, mon
 
 
 def fake_module() -> Any:
-    """The parts of MaskedPPOTorchRLModule that schedgym/rllib/export.py reads."""
+    """The parts of MaskedPPOTorchRLModule that agents/rllib_export.py reads."""
     import torch
 
     torch.manual_seed(0)
@@ -256,7 +256,7 @@ def fake_module() -> Any:
 
 @pytest.mark.parametrize("error", [ENOSPC, KeyboardInterrupt], ids=["ENOSPC", "interrupt"])
 def test_a_failed_export_keeps_the_previous_npz(tmp_path, monkeypatch, error):
-    from schedgym.rllib.export import save_actor
+    from agents.rllib_export import save_actor
 
     path = tmp_path / "best_model.npz"
     save_actor(path, fake_module())

@@ -11,7 +11,7 @@ it and a masked PPO module; the trainer, ``schedgym train --algo rllib_ppo``, is
   actions' logits set to :data:`MASKED_LOGIT` in every forward pass; its value function reads the
   observations only.
 - :func:`agents.rllib_train.train_rllib` is the ``rllib_ppo`` branch of ``schedgym train``; it saves an
-  RLlib checkpoint and the actor's weights as ``.npz`` (:mod:`schedgym.rllib.export`), which
+  RLlib checkpoint and the actor's weights as ``.npz`` (:mod:`agents.rllib_export`), which
   ``schedgym compare`` evaluates in numpy like any saved agent (``NAME:RUN_DIR/model.npz``).
 
 This module imports neither Ray nor torch; :mod:`schedgym.rllib.module` and :mod:`agents.rllib_train` do,
@@ -48,7 +48,7 @@ entropy or the KL divergence"""
 
 
 NPZ_FORMAT = "schedgym-rllib-actor/1"
-"""the ``format`` entry of an exported actor (:mod:`schedgym.rllib.export`, read by agents/inference.py)"""
+"""the ``format`` entry of an exported actor (:mod:`agents.rllib_export`, read by agents/inference.py)"""
 
 
 def import_rllib() -> Any:
