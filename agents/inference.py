@@ -400,7 +400,7 @@ MAX_NPZ_BYTES = 1 << 30  # an exported actor of 64 x 64 units is ~70 kB; this re
 
 
 def load_rllib_network(path: str | Path) -> RLlibActorNetwork:
-    """Read an actor exported by :func:`schedgym.rllib.export.save_actor` (``.npz``), checked by
+    """Read an actor exported by :func:`agents.rllib_export.save_actor` (``.npz``), checked by
     :func:`rllib_network`. Its arrays are read as ``np.load`` with ``allow_pickle=False`` reads them (nothing in
     the file is executed), each header checked first (:meth:`_Archive.read_array`)."""
     where = str(path)
@@ -425,7 +425,7 @@ def load_rllib_network(path: str | Path) -> RLlibActorNetwork:
 
 
 def rllib_network(arrays: dict[str, np.ndarray], where: str = "the exported actor") -> RLlibActorNetwork:
-    """The network of an exported actor's arrays (:func:`schedgym.rllib.export.actor_arrays`), checked: its
+    """The network of an exported actor's arrays (:func:`agents.rllib_export.actor_arrays`), checked: its
     format, one weight (2-D) and bias (1-D) per layer chained from the input to the logits, a known activation
     after each. Training evaluates its module through this too, so it evaluates what compare will."""
     from schedgym.rllib import NPZ_FORMAT

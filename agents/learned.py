@@ -10,7 +10,7 @@ A saved agent is ``NAME.zip`` (the stable-baselines3 model) plus ``NAME.json`` b
 environment id and configuration, training configuration). :func:`load_agent` evaluates it with a numpy
 forward pass (:mod:`agents.inference`), so evaluation needs neither torch nor stable-baselines3; those are
 the ``rl`` extra, for training. An agent trained with RLlib (``--algo rllib_ppo``) is ``NAME.npz`` (its actor's
-weights, exported beside the RLlib checkpoint by :mod:`schedgym.rllib.export`) plus ``NAME.json``; it is
+weights, exported beside the RLlib checkpoint by :mod:`agents.rllib_export`) plus ``NAME.json``; it is
 evaluated in numpy too, without Ray.
 
 Safety: a stable-baselines3 ``.zip`` holds pickles, and SB3's ``load()`` (used by training, and by anyone who
@@ -52,7 +52,7 @@ ALGOS: dict[str, tuple[str, str, bool]] = {
     "maskable_ppo": ("sb3_contrib", "MaskablePPO", True),
     "ppo": ("stable_baselines3", "PPO", False),
     "dqn": ("stable_baselines3", "DQN", False),
-    # RLlib's PPO with schedgym's masked module (schedgym/rllib/); trained by schedgym.rllib.train, saved as .npz
+    # RLlib's PPO with schedgym's masked module (schedgym/rllib/); trained by agents.rllib_train, saved as .npz
     "rllib_ppo": ("ray.rllib.algorithms.ppo", "PPO", True),
 }
 

@@ -201,7 +201,7 @@ class TrainConfig:
             )
         if self.n_eval_workloads > MAX_EVAL_WORKLOADS:
             raise ConfigError(f"Expected n_eval_workloads <= {MAX_EVAL_WORKLOADS}, got {self.n_eval_workloads}")
-        from schedgym.rllib.config import check_rllib_fields  # imports no Ray
+        from agents.rllib_config import check_rllib_fields  # imports no Ray
 
         check_rllib_fields(self)
 
@@ -435,25 +435,25 @@ def train(config: TrainConfig, on_evaluation: Callable[[dict[str, Any]], None] |
         raise ConfigError(f"env_kwargs: {exc}") from None
     run_dir, created = _new_run_dir(config)
     try:
-        if config.algo == "rllib_ppo":  # RLlib's own loop, same run folder and evaluation (schedgym/rllib/train.py)
-            from schedgym.rllib.train import train_rllib
+        if config.algo == "rllib_ppo":  # RLlib's own loop, same run folder and evaluation (agents/rllib_train.py)
+            from agents.rllib_train import train_rllib
 
             return train_rllib(config, run_dir, on_evaluation or _ignore)
         with _quiet_tensorboard_thread():
             return _train(config, run_dir, maskable, on_evaluation or _ignore, expert)
     except OSError as exc:
         if not _raised_in_tensorboard(exc):
-            _remove_empty_dirs(created)
+            remove_empty_dirs(created)
             raise
         # The one writer that is not schedgym's (schedgym/_atomic.py turns its own errors into SchedGymError):
         # stable-baselines3's TensorBoard logger. One line, as for every other output. The traceback goes: it
         # holds the training's frames, and the TensorBoard thread that raised the error first keeps it.
         where = exc.filename or run_dir / "tb"
         exc.with_traceback(None)
-        _remove_empty_dirs(created, empty_logs=True)
+        remove_empty_dirs(created, empty_logs=True)
         raise SchedGymError(f"cannot write {where}: {exc.strerror or exc}") from None
     except BaseException:
-        _remove_empty_dirs(created)  # a run that failed before writing anything leaves no empty folder
+        remove_empty_dirs(created)  # a run that failed before writing anything leaves no empty folder
         raise
 
 
@@ -516,7 +516,7 @@ def _new_run_dir(config: TrainConfig) -> tuple[Path, Path]:
     raise AssertionError("unreachable")
 
 
-def _remove_empty_dirs(top: Path, empty_logs: bool = False) -> None:
+def remove_empty_dirs(top: Path, empty_logs: bool = False) -> None:
     """Remove ``top`` and its subfolders, deepest first, as long as they hold no file (``empty_logs``: no
     file but empty TensorBoard event files, which are removed: a full disk leaves them empty)."""
     import os
@@ -622,7 +622,7 @@ def _train(
     model = algo_class(config.algo)(policy, venv, **kwargs)
 
     # --- fixed validation workloads per training workload, and the reference rules' figures on them
-    named = dict(zip(_workload_names(config), kwargs_of, strict=True))  # workload name -> its env_kwargs
+    named = dict(zip(workload_names(config), kwargs_of, strict=True))  # workload name -> its env_kwargs
     validation = {name: validation_workloads(config.env_id, kw, config.n_eval_workloads) for name, kw in named.items()}
     baselines = {
         name: {
@@ -672,7 +672,7 @@ def _train(
             # The model and its .json replace the previous best together, or not at all.
             with output_set():
                 save_model(model, run_dir / "best_model.zip")
-                _write_meta(run_dir / "best_model.json", config, _finite({"evaluation": stats}))
+                write_meta(run_dir / "best_model.json", config, finite({"evaluation": stats}))
             best.clear()
             best.update(stats)
 
@@ -733,7 +733,7 @@ def _train(
     # best_model.zip and its .json appear together once all are complete, or none of them does.
     with output_set():
         save_model(model, run_dir / "model.zip")
-        _write_meta(run_dir / "model.json", config, _finite(summary))
+        write_meta(run_dir / "model.json", config, finite(summary))
         # best_model.zip is always there: the final model when no evaluation during training did better.
         keep_if_best(final, model)
     # Last, once every file is written: a caller may end the process when it learns the run is over.
@@ -741,12 +741,12 @@ def _train(
     if config.total_timesteps > 0:
         rate = config.total_timesteps / seconds
         print(f"trained {config.total_timesteps} steps in {seconds:.0f} s: {rate:,.0f} steps/s")
-    print(_format_evaluation(final, config.eval_baselines))
+    print(format_evaluation(final, config.eval_baselines))
     print(f"saved {run_dir / 'model.zip'} and best_model.zip (validation score {best['score']:.3f})")
     return run_dir
 
 
-def _workload_names(config: TrainConfig) -> list[str]:
+def workload_names(config: TrainConfig) -> list[str]:
     if config.workloads:
         return list(config.workloads)
     return [str(env_config(config.env_id, config.env_kwargs).source.name)]
@@ -823,7 +823,7 @@ def _imitate(
     return rounds
 
 
-def _format_evaluation(stats: dict[str, Any], rules: tuple[str, ...]) -> str:
+def format_evaluation(stats: dict[str, Any], rules: tuple[str, ...]) -> str:
     """The validation figures of every workload, and the paired differences to each rule."""
     lines = [f"validation (score {stats['score']:.3f}):"]
     for name, per in stats["workloads"].items():
@@ -836,14 +836,14 @@ def _format_evaluation(stats: dict[str, Any], rules: tuple[str, ...]) -> str:
     return "\n".join(lines)
 
 
-def _finite(obj: Any) -> Any:
+def finite(obj: Any) -> Any:
     """``obj`` with NaN and infinities as None (JSON without them)."""
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
     if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
+        return {k: finite(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
+        return [finite(v) for v in obj]
     return obj
 
 
@@ -862,7 +862,7 @@ def save_model(model: Any, path: Path) -> None:
         model.save(fh)
 
 
-def _write_meta(path: Path, config: TrainConfig, extra: dict[str, Any]) -> None:
+def write_meta(path: Path, config: TrainConfig, extra: dict[str, Any]) -> None:
     meta = {
         "algo": config.algo,
         "env_id": config.env_id,
@@ -885,11 +885,16 @@ __all__ = [
     "TrainConfig",
     "evaluate",
     "field_docs",
+    "finite",
+    "format_evaluation",
     "load",
     "load_expert",
     "model_kwargs",
     "network_parameters",
+    "remove_empty_dirs",
     "save_model",
     "train",
     "validation_workloads",
+    "workload_names",
+    "write_meta",
 ]

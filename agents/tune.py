@@ -492,21 +492,21 @@ def import_tune() -> tuple[Any, Any]:
 def run_tune(config: TuneConfig, log: Callable[[str], None] = print) -> TuneResult:
     """Run the search on Ray Tune (a local Ray started and stopped here, or ``config.address``'s cluster;
     a Ray this process already initialised is used as it is) and write ``tune.json`` in its folder."""
-    from agents.train import _remove_empty_dirs
-    from schedgym.experiments.executors import ExecutorConfig, _ray_session
+    from agents.train import remove_empty_dirs
+    from schedgym.experiments.executors import ExecutorConfig, ray_session
 
     trials = plan_trials(config)
     check_experts(config, trials)
     ray, tune = import_tune()
     base = config.base()
     t0 = time.perf_counter()
-    with _ray_session(ray, ExecutorConfig(kind="ray", address=config.address)):
+    with ray_session(ray, ExecutorConfig(kind="ray", address=config.address)):
         root = _new_run_dir(config, base)
         try:
             grid = _fit(tune, config, base, trials, root, log)
             outcomes = collect_outcomes(config, trials, grid, root)
         except BaseException:
-            _remove_empty_dirs(root)  # a search that failed before writing anything leaves no empty folder
+            remove_empty_dirs(root)  # a search that failed before writing anything leaves no empty folder
             raise
     result = TuneResult(config, root, outcomes, time.perf_counter() - t0)
     write_json(root / "tune.json", result)
@@ -710,7 +710,7 @@ def format_table(result: TuneResult) -> str:
 
 def to_json(result: TuneResult) -> dict[str, Any]:
     """The search as JSON-ready data (NaN and infinities as null)."""
-    from agents.train import _finite
+    from agents.train import finite
 
     config = result.config
     best = result.best
@@ -750,7 +750,7 @@ def to_json(result: TuneResult) -> dict[str, Any]:
             "command": best_command(result),
         },
     }
-    return _finite(data)
+    return finite(data)
 
 
 def write_json(path: str | Path, result: TuneResult) -> None:

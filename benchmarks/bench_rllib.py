@@ -9,7 +9,7 @@ Usage:
 Both train ``schedgym/Preemption-v1`` with ``schedgym train``'s defaults (``TrainConfig``: 64x64 tanh MLP,
 learning rate 3e-4, minibatches of 128, 10 epochs, entropy 0.01, GAE lambda 0.95, one torch thread per
 process) and one update every 1,024 sampled steps (``n_steps`` per environment x environments, as
-``schedgym train`` sizes it: :func:`schedgym.rllib.config.rollout_size`). stable-baselines3 normalises
+``schedgym train`` sizes it: :func:`agents.rllib_config.rollout_size`). stable-baselines3 normalises
 rewards (VecNormalize), RLlib scales them by ``reward_scale``: neither changes the work per step.
 
 - sampler steps/s: environment steps collected over the time spent collecting them, policy forward passes
@@ -105,8 +105,8 @@ def bench_sb3(kind: str, n_envs: int, steps: int, seed: int) -> dict[str, float]
 def bench_rllib(runners: int, n_envs: int, steps: int, seed: int, folder: Path) -> dict[str, float]:
     import ray.rllib.algorithms.ppo.ppo as ppo_module
 
+    from agents.rllib_train import algorithm
     from agents.train import TrainConfig
-    from schedgym.rllib.train import algorithm
 
     config = TrainConfig(
         algo="rllib_ppo",
@@ -185,12 +185,12 @@ def main() -> None:
     print(f"{ENV_ID}, {steps:,} steps per configuration, an update every {ROLLOUT:,} steps")
     session: Any = None
     if any(parts[0] == "rllib" for parts in configs):
-        from schedgym.experiments.executors import ExecutorConfig, _ray_session
+        from schedgym.experiments.executors import ExecutorConfig, ray_session
         from schedgym.rllib import register_envs
 
         cpus = max(os.cpu_count() or 1, *(int(p[1]) for p in configs if p[0] == "rllib"))
         t0 = time.perf_counter()
-        session = _ray_session(ray, ExecutorConfig(kind="ray", workers=cpus))
+        session = ray_session(ray, ExecutorConfig(kind="ray", workers=cpus))
         session.__enter__()
         print(f"ray.init: {time.perf_counter() - t0:.1f} s")
         register_envs()

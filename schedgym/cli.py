@@ -36,7 +36,7 @@ def _policy_names() -> list[str]:
     return policy_names()
 
 
-def _int_type(minimum: int, maximum: int, limit: str = "") -> Callable[[str], int]:
+def int_type(minimum: int, maximum: int, limit: str = "") -> Callable[[str], int]:
     """An argparse type: ASCII decimal digits (Python's int() also takes '١٢', '１０' and '1_0') in
     ``minimum..maximum``; ``limit`` names the constant of :mod:`schedgym.limits` that sets the maximum."""
     maximum = min(maximum, _MAX_PARSED)  # the message states the range that is accepted, no more
@@ -85,8 +85,8 @@ def _load_type(text: str) -> float:
 
 _load_type.__name__ = "load"
 
-_positive_int = _int_type(1, 2**63 - 1)
-_nonneg_int = _int_type(0, 2**63 - 1)
+_positive_int = int_type(1, 2**63 - 1)
+nonneg_int = int_type(0, 2**63 - 1)
 _nonneg_float = _float_type(0.0, limits.MAX_TIME, "MAX_TIME")
 
 
@@ -111,10 +111,27 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--log-dir", metavar="DIR", help="write jobs.csv and segments.csv per policy and seed")
     _add_executor_options(cmp)
     _add_sweep_parser(sub)
-    _add_train_parser(sub)
-    _add_tune_parser(sub)
+    handlers = _add_plugin_commands(sub)
     _add_trace_parser(sub)
+    parser.set_defaults(command_handlers=handlers)
     return parser
+
+
+COMMANDS_GROUP = "schedgym.commands"
+"""the entry-point group of the commands that packages above schedgym add (``agents``: train, tune): each
+entry a function that takes the subparsers (``argparse._SubParsersAction``), adds its command's parser and
+returns the command's handler (arguments -> exit status)"""
+
+
+def _add_plugin_commands(sub: argparse._SubParsersAction) -> dict[str, Callable[[argparse.Namespace], int]]:
+    """The commands of the :data:`COMMANDS_GROUP` entry points, in their names' order; their handlers by name."""
+    from importlib.metadata import entry_points
+
+    handlers: dict[str, Callable[[argparse.Namespace], int]] = {}
+    for ep in sorted(entry_points(group=COMMANDS_GROUP), key=lambda ep: ep.name):
+        if ep.name not in handlers:  # a distribution found twice on the path lists its entries twice
+            handlers[ep.name] = ep.load()(sub)
+    return handlers
 
 
 def _add_workload_options(cmd: argparse.ArgumentParser, policies: str) -> None:
@@ -145,17 +162,17 @@ def _add_workload_options(cmd: argparse.ArgumentParser, policies: str) -> None:
     )
     cmd.add_argument(
         "--seeds",
-        type=_int_type(1, limits.MAX_SEEDS, "MAX_SEEDS"),
+        type=int_type(1, limits.MAX_SEEDS, "MAX_SEEDS"),
         default=0,
         help="number of workloads/seeds (default: 20, or every test window of a bundled trace that has fewer; "
         f"at most {limits.MAX_SEEDS:,})",
     )
     cmd.add_argument(
-        "--first-seed", type=_int_type(0, limits.MAX_SEED, "MAX_SEED"), default=0, help="first seed (default: 0)"
+        "--first-seed", type=int_type(0, limits.MAX_SEED, "MAX_SEED"), default=0, help="first seed (default: 0)"
     )
     cmd.add_argument(
         "--jobs",
-        type=_int_type(1, limits.MAX_JOBS, "MAX_JOBS"),
+        type=int_type(1, limits.MAX_JOBS, "MAX_JOBS"),
         default=None,
         help=f"jobs per synthetic workload (at most {limits.MAX_JOBS:,})",
     )
@@ -172,7 +189,7 @@ def _add_rule_options(cmd: argparse.ArgumentParser) -> None:
     """The simulator's rules (SimConfig) as compare's and sweep's options."""
     cmd.add_argument(
         "--max-preemptions",
-        type=_int_type(0, limits.MAX_PREEMPTIONS, "MAX_PREEMPTIONS"),
+        type=int_type(0, limits.MAX_PREEMPTIONS, "MAX_PREEMPTIONS"),
         default=1,
         help="cap P on preemptions per job (default: 1)",
     )
@@ -195,7 +212,7 @@ def _add_executor_options(cmd: argparse.ArgumentParser) -> None:
     )
     cmd.add_argument(
         "--workers",
-        type=_int_type(1, 4096),
+        type=int_type(1, 4096),
         default=None,
         help="runs at once: processes for --executor process (default: the CPU count), concurrent Ray tasks for "
         "--executor ray (default: the Ray cluster's CPUs)",
@@ -405,221 +422,6 @@ def _same_file(a: str, b: str) -> bool:
         return False
 
 
-def _add_train_parser(sub: argparse._SubParsersAction) -> None:
-    """``schedgym train``: one option per TrainConfig field, its docstring as help."""
-    tr = sub.add_parser(
-        "train",
-        help="train a learned agent (stable-baselines3, or RLlib)",
-        description="Train MaskablePPO (default), PPO or DQN on a schedgym environment (the 'rl' extra), or RLlib's "
-        "PPO with --algo rllib_ppo (the 'rllib' extra; --num-env-runners, --address, --reward-scale).",
-    )
-    _add_train_config_arguments(tr)
-
-
-def _add_train_config_arguments(
-    tr: argparse.ArgumentParser, skip: Sequence[str] = (), helps: dict[str, str] | None = None
-) -> list[str]:
-    """One option per TrainConfig field but those in ``skip``, its docstring as help (or ``helps[field]``);
-    return the fields given options (``schedgym train`` and ``schedgym tune`` share them)."""
-    import dataclasses
-
-    from agents.train import TrainConfig
-    from schedgym._fielddocs import field_docs
-
-    # argparse expands %-formats in help texts: a docstring's "i % n" must reach it as "%%".
-    docs = {name: text.replace("%", "%%") for name, text in {**field_docs(TrainConfig), **(helps or {})}.items()}
-    added = []
-    for f in dataclasses.fields(TrainConfig):
-        if f.name in skip:
-            continue
-        added.append(f.name)
-        flag = "--" + f.name.replace("_", "-")
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc,operator]
-        help_text = f"{docs.get(f.name, '')} (default: {default})"
-        if f.type in ("bool", bool):
-            tr.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=help_text)
-        elif f.name == "env_kwargs":
-            tr.add_argument(flag, type=_json_object, default=default, metavar="JSON", help=help_text)
-        elif f.name == "address":
-            tr.add_argument(flag, default=default, metavar="auto|HOST:PORT", help=help_text)
-        elif f.name == "net_arch":
-            tr.add_argument(flag, type=_int_tuple, default=default, metavar="64,64", help=help_text)
-        elif f.name in ("workloads", "eval_baselines"):
-            shown = ",".join(default) if default else "none"
-            tr.add_argument(
-                flag,
-                type=_name_tuple,
-                default=default,
-                metavar="A,B",
-                help=f"{docs.get(f.name, '')} (default: {shown})",
-            )
-        else:
-            if f.name == "seed":
-                kind: Callable[[str], object] = _int_type(0, limits.MAX_SEED, "MAX_SEED")
-            else:
-                kind = {"int": _nonneg_int, "float": _finite_float}.get(str(f.type), str)
-            tr.add_argument(flag, type=kind, default=default, help=help_text)
-    return added
-
-
-# tune's own options; a TrainConfig field of the same name is not offered by tune (it would clash), nor are
-# the fields tune sets for every trial.
-_TUNE_OPTIONS = ("search", "num_samples", "max_concurrent", "metric", "scheduler", "address", "run_dir", "json")
-_TUNE_SETS = ("progress", "torch_threads")
-
-
-def _add_tune_parser(sub: argparse._SubParsersAction) -> None:
-    """``schedgym tune``: tune's options, then every TrainConfig field as in ``schedgym train``."""
-    from agents.tune import DISTRIBUTIONS, MAX_TRIALS, METRICS, SCHEDULERS
-
-    tu = sub.add_parser(
-        "tune",
-        help="search training hyperparameters on Ray Tune",
-        description="Train one agent per trial with values drawn from the --search space, rank the trials on their "
-        "validation figures and print the 'schedgym train' command of the best; needs the 'tune' extra. Every "
-        "option of 'schedgym train' sets the value all trials share.",
-    )
-    tu.add_argument(
-        "--search",
-        action="append",
-        default=[],
-        metavar="FIELD=KIND:VALUES",
-        help=f"a searched field, KIND one of {', '.join(DISTRIBUTIONS)}: learning_rate=loguniform:1e-4,1e-3, "
-        "ent_coef=choice:0,0.01, env.preemption_cost=uniform:0,5, net_arch=grid:64x64,128x128, n_steps=randint:"
-        "256,1024 (both bounds included); repeat for each field (docs/tune.md lists the fields)",
-    )
-    tu.add_argument(
-        "--num-samples",
-        type=_int_type(1, MAX_TRIALS),
-        default=8,
-        help="trials drawn, times every combination of the grid fields (default: 8)",
-    )
-    tu.add_argument(
-        "--max-concurrent",
-        type=_int_type(1, 4096),
-        default=None,
-        help="trials at once (default: as many as the Ray cluster has CPUs; each trial requests one)",
-    )
-    tu.add_argument(
-        "--metric",
-        choices=METRICS,
-        default="objective",
-        help="what trials are ranked on, lower is better: a validation slowdown figure, or objective = "
-        "(te_p95 + be_p95) / 2 (default: objective)",
-    )
-    tu.add_argument(
-        "--scheduler",
-        choices=SCHEDULERS,
-        default="fifo",
-        help="fifo (every trial trains to the end) or asha (stops the worse trials at their evaluations)",
-    )
-    tu.add_argument(
-        "--address",
-        default=None,
-        metavar="auto|HOST:PORT",
-        help="the running Ray cluster to use ('auto': the one 'ray start --head' started on this machine); "
-        "default: start a local Ray for this search",
-    )
-    tu.add_argument(
-        "--run-dir",
-        default="runs",
-        help="where the search is written: RUN_DIR/tune__ENV__SEED__TIMESTAMP/ with Tune's results, each "
-        "trial's training run and tune.json (default: runs)",
-    )
-    tu.add_argument("--json", metavar="PATH", help="also write the ranked trials and the best command as JSON")
-    fields = _add_train_config_arguments(
-        tu,
-        skip=_TUNE_OPTIONS + _TUNE_SETS,
-        helps={"seed": "the first trial's seed (trial i trains with seed + i), and the seed of the draws"},
-    )
-    tu.set_defaults(train_fields=fields)
-
-
-def _tune(args: argparse.Namespace) -> int:
-    from agents.tune import TuneConfig, best_command, format_table, import_tune, parse_search, run_tune, write_json
-
-    config = TuneConfig(
-        train={name: getattr(args, name) for name in args.train_fields},
-        search=tuple(parse_search(spec) for spec in args.search),
-        num_samples=args.num_samples,
-        max_concurrent=args.max_concurrent,
-        metric=args.metric,
-        scheduler=args.scheduler,
-        address=args.address,
-        run_dir=args.run_dir,
-    )
-    # Output paths are checked before minutes of training, not after.
-    if args.json is not None:
-        check_output_path("--json", args.json)
-    check_output_dir("--run-dir", args.run_dir)
-    import_tune()  # not installed: say so now, before Ray or any trial starts
-    result = run_tune(config)
-    print(format_table(result))
-    command = best_command(result)
-    if command is None:
-        print("no trial trained to the end with a finite figure: no best configuration")
-    else:
-        best = result.best
-        assert best is not None
-        print(f"best: trial {best.trial.index}, {config.metric} {best.figures[config.metric]:.3f}; to reproduce it:")
-        print(f"  {command}")
-    print(f"wrote {result.run_dir / 'tune.json'}")
-    if args.json is not None:
-        write_json(args.json, result)
-        print(f"wrote {args.json}")
-    return 0 if command is not None else 1
-
-
-def _finite_float(text: str) -> float:
-    value = parse_number(text)
-    if value is None:
-        raise argparse.ArgumentTypeError(f"expected a finite number in ASCII decimal notation, got {text!r}")
-    return value
-
-
-def _json_object(text: str) -> dict:
-    import json
-
-    def no_constant(name: str) -> None:
-        raise ValueError(f"{name} is not a JSON number")
-
-    try:
-        value = json.loads(text, parse_constant=no_constant)
-    except (ValueError, RecursionError) as exc:
-        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r} ({exc})") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r}")
-    return value
-
-
-def _int_tuple(text: str) -> tuple[int, ...]:
-    sizes = [parse_integer(x) for x in text.split(",") if x.strip()]
-    if not sizes or len(sizes) > 64 or any(v is None or not 1 <= v <= 1_000_000 for v in sizes):
-        raise argparse.ArgumentTypeError(
-            f"expected 1 to 64 comma-separated layer sizes from 1 to 1,000,000, got {text!r}"
-        ) from None
-    return tuple(v for v in sizes if v is not None)
-
-
-def _name_tuple(text: str) -> tuple[str, ...]:
-    names = tuple(x.strip() for x in text.split(","))
-    if text.strip() == "":
-        return ()
-    if any(not x for x in names) or len(names) > 64:
-        raise argparse.ArgumentTypeError(f"expected 1 to 64 comma-separated names, got {text!r}")
-    return names
-
-
-def _train(args: argparse.Namespace) -> int:
-    import dataclasses
-
-    from agents.train import TrainConfig, train
-
-    config = TrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)})
-    train(config)
-    return 0
-
-
 def _executor(args: argparse.Namespace):  # noqa: ANN202
     """compare's and sweep's ExecutorConfig; Ray not installed is an error now, before anything runs."""
     from schedgym.experiments.executors import ExecutorConfig, import_ray
@@ -764,12 +566,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _compare(args)
         if args.command == "sweep":
             return _sweep(args)
-        if args.command == "train":
-            return _train(args)
-        if args.command == "tune":
-            return _tune(args)
         if args.command == "trace":
             return _trace(args)
+        if args.command in args.command_handlers:
+            return args.command_handlers[args.command](args)
         parser.error(f"unknown command {args.command!r}")
     except SchedGymError as exc:
         print(f"schedgym: error: {exc}", file=sys.stderr)

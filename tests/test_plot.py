@@ -12,7 +12,7 @@ from matplotlib.text import Annotation  # noqa: E402
 
 from schedgym.errors import SchedGymError  # noqa: E402
 from schedgym.experiments.compare import CompareConfig, ComparisonResult, run_comparison  # noqa: E402
-from schedgym.experiments.report import _plot_figure, _plot_labels, write_plot  # noqa: E402
+from schedgym.experiments.report import _plot_figure, plot_labels, write_plot  # noqa: E402
 
 LONG = "mine:/home/someone/experiments/2024-06-01/run-with-a-long-name/best_model.zip"
 
@@ -75,6 +75,6 @@ def test_one_legend_outside_every_axes_and_labelled_scatter_points(result):
 
 def test_short_labels_stay_distinct():
     names = ["fifo", LONG, LONG.replace("mine", "mind")]
-    short = _plot_labels(names)
+    short = plot_labels(names)
     assert short[0] == "fifo"
     assert all(len(s) <= 20 for s in short) and len(set(short)) == 3

@@ -26,14 +26,14 @@ from ray.rllib.core.rl_module.rl_module import RLModule  # noqa: E402
 
 from agents.inference import load_rllib_network, rllib_network  # noqa: E402
 from agents.learned import load_agent  # noqa: E402
+from agents.rllib_config import PPO_FIXED  # noqa: E402
+from agents.rllib_export import actor_arrays  # noqa: E402
+from agents.rllib_train import algorithm, algorithm_config  # noqa: E402
 from agents.train import TrainConfig, train  # noqa: E402
 from schedgym.cli import main  # noqa: E402
 from schedgym.errors import ConfigError, SchedGymError  # noqa: E402
 from schedgym.rllib import DEFAULT_REWARD_SCALE, MASKED_LOGIT, make_env, register_envs  # noqa: E402
-from schedgym.rllib.config import PPO_FIXED  # noqa: E402
-from schedgym.rllib.export import actor_arrays  # noqa: E402
 from schedgym.rllib.module import MaskedPPOTorchRLModule  # noqa: E402
-from schedgym.rllib.train import algorithm, algorithm_config  # noqa: E402
 
 ENV_KWARGS = TINY_RLLIB["env_kwargs"]
 TINY_ARGS = [

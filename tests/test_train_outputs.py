@@ -238,7 +238,7 @@ def test_two_runs_started_in_the_same_second_do_not_share_a_folder(tmp_path, mon
 
 
 def fake_module() -> Any:
-    """The parts of MaskedPPOTorchRLModule that schedgym/rllib/export.py reads."""
+    """The parts of MaskedPPOTorchRLModule that agents/rllib_export.py reads."""
     import torch
 
     torch.manual_seed(0)
@@ -256,7 +256,7 @@ def fake_module() -> Any:
 
 @pytest.mark.parametrize("error", [ENOSPC, KeyboardInterrupt], ids=["ENOSPC", "interrupt"])
 def test_a_failed_export_keeps_the_previous_npz(tmp_path, monkeypatch, error):
-    from schedgym.rllib.export import save_actor
+    from agents.rllib_export import save_actor
 
     path = tmp_path / "best_model.npz"
     save_actor(path, fake_module())
@@ -490,7 +490,7 @@ def pyarrow_enospc() -> OSError:
     "error", [ENOSPC, pyarrow_enospc, KeyboardInterrupt], ids=["ENOSPC", "pyarrow-ENOSPC", "interrupt"]
 )
 def test_a_failed_rllib_checkpoint_keeps_the_previous_one(rllib, tmp_path, error):
-    from schedgym.rllib.train import algorithm, save_checkpoint
+    from agents.rllib_train import algorithm, save_checkpoint
 
     path = tmp_path / "checkpoint"
     with algorithm(TrainConfig(**rllib), tmp_path / "logs") as algo:
@@ -535,8 +535,8 @@ def test_a_failed_final_export_keeps_the_best_actor(rllib, tmp_path, monkeypatch
 
 @pytest.mark.ray
 def test_the_parameter_count_is_the_rllib_modules(rllib):
+    from agents.rllib_train import algorithm_config
     from schedgym.rllib import make_env
-    from schedgym.rllib.train import algorithm_config
 
     config = TrainConfig(**{**rllib, "net_arch": (9, 5)})
     module = algorithm_config(config).get_rl_module_spec(env=make_env(config.env_kwargs)).build()

@@ -336,7 +336,7 @@ def _execute_ray(
     executor: ExecutorConfig, context: RunContext, tasks: Sequence[RunTask]
 ) -> Generator[RunOutcome, None, None]:
     ray = import_ray()
-    with _ray_session(ray, executor):
+    with ray_session(ray, executor):
         remote_run = ray.remote(num_cpus=1, max_retries=0)(run_task)
         workers = executor.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
         context_ref = ray.put(context)
@@ -398,7 +398,7 @@ def check_ray_address(address: str) -> None:
         raise ConfigError(f"--address {address!r}: no Ray cluster answers there ({reason})") from None
 
 
-class _ray_session:  # noqa: N801  (used as a context manager, like a function)
+class ray_session:  # noqa: N801  (used as a context manager, like a function)
     """Connect to Ray for one comparison or sweep. With no address, start a local Ray with ``workers`` CPUs
     (default all), no dashboard, usage statistics off unless set, and a token of its own for token
     authentication (Ray 2.60 turns it on by default and would otherwise write ``~/.ray/auth_token``); stop it
@@ -555,6 +555,7 @@ __all__ = [
     "make_tasks",
     "new_context",
     "policy_entries",
+    "ray_session",
     "run_task",
     "run_tasks",
 ]

@@ -248,21 +248,21 @@ def write_markdown(path: str, result: ComparisonResult) -> None:
 # labelled in slowdown. The log y axis spreads the tail from "how many jobs waited at all" (the curve's left
 # end) down to the single worst job (1/n, marked), so p95 and p99 are read where a curve crosses the 0.05 and
 # 0.01 lines; the log excess axis spreads a TE tail that ends at 1.3 as clearly as a BE tail that reaches 300.
-# Excess slowdowns below _EXCESS_FLOOR (0.1% of run time, mostly rounding) count as no delay.
-_EXCESS_FLOOR = 1e-3
+# Excess slowdowns below EXCESS_FLOOR (0.1% of run time, mostly rounding) count as no delay.
+EXCESS_FLOOR = 1e-3
 _LABEL_LIMIT = 20
-_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
-_LINESTYLES = ("-", "--", "-.", ":")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
+LINESTYLES = ("-", "--", "-.", ":")
 
 
-def _plot_labels(names: list[str]) -> list[str]:
+def plot_labels(names: list[str]) -> list[str]:
     """Labels of at most ``_LABEL_LIMIT`` characters (start and end of a long one), kept distinct."""
     keep = (_LABEL_LIMIT - 1) // 2
     short = [n if len(n) <= _LABEL_LIMIT else f"{n[:keep]}\u2026{n[-(_LABEL_LIMIT - 1 - keep) :]}" for n in names]
     return [s if short.count(s) == 1 else f"{s[: _LABEL_LIMIT - 3]}#{i}" for i, s in enumerate(short)]
 
 
-def _slowdown_axis(axis: Any, lo: float, hi: float) -> None:
+def slowdown_axis(axis: Any, lo: float, hi: float) -> None:
     """A log axis of excess slowdown ``x - 1`` over ``[lo, hi]``, its ticks placed at round slowdowns and
     labelled with the slowdown itself (1.001, 1.01, 1.1, 2, 10, 100, ...; more of them over a short range)."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
@@ -285,11 +285,11 @@ def _slowdown_axis(axis: Any, lo: float, hi: float) -> None:
 
 
 def _tail(slowdown: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The complementary CDF as a post-step curve: excess slowdowns from ``_EXCESS_FLOOR`` on, and the
+    """The complementary CDF as a post-step curve: excess slowdowns from ``EXCESS_FLOOR`` on, and the
     fraction of all jobs whose slowdown exceeds each."""
-    excess = np.sort(slowdown[slowdown - 1 > _EXCESS_FLOOR] - 1)
+    excess = np.sort(slowdown[slowdown - 1 > EXCESS_FLOOR] - 1)
     m = excess.size
-    x = np.concatenate([[_EXCESS_FLOOR], excess])
+    x = np.concatenate([[EXCESS_FLOOR], excess])
     y = np.arange(m, -1, -1) / slowdown.size
     return x, y
 
@@ -342,7 +342,7 @@ def _place_labels(fig: Any, ax: Any, points: list[tuple[str, float, float, Any]]
         taken.append(ann.get_window_extent(renderer))
 
 
-def _outside_legends() -> bool:
+def outside_legends() -> bool:
     """Whether this matplotlib places a figure legend "outside" the panels (3.7 and later)."""
     import matplotlib
 
@@ -364,13 +364,13 @@ def _plot_figure(result: ComparisonResult) -> Any:
     from matplotlib.lines import Line2D
 
     names = list(result.runs)
-    labels = dict(zip(names, _plot_labels(names), strict=True))
+    labels = dict(zip(names, plot_labels(names), strict=True))
     cmap = matplotlib.colormaps["tab10" if len(names) <= 10 else "tab20"]
     style: dict[str, dict[str, Any]] = {
         name: {
             "color": cmap(i % cmap.N),
-            "linestyle": _LINESTYLES[i % len(_LINESTYLES)],
-            "marker": _MARKERS[i % len(_MARKERS)],
+            "linestyle": LINESTYLES[i % len(LINESTYLES)],
+            "marker": MARKERS[i % len(MARKERS)],
         }
         for i, name in enumerate(names)
     }
@@ -390,7 +390,7 @@ def _plot_figure(result: ComparisonResult) -> Any:
             ax.set_axis_off()
             continue
         undelayed = []
-        top = _EXCESS_FLOOR * 10
+        top = EXCESS_FLOOR * 10
         for name, sd in pooled.items():
             x, y = _tail(sd)
             if x.size == 1:
@@ -402,9 +402,9 @@ def _plot_figure(result: ComparisonResult) -> Any:
             top = max(top, float(x[-1]))
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xlim(_EXCESS_FLOOR, top * 1.6)
+        ax.set_xlim(EXCESS_FLOOR, top * 1.6)
         ax.set_ylim(0.6 / n_jobs, 1.0)
-        _slowdown_axis(ax.xaxis, _EXCESS_FLOOR, top * 1.6)
+        slowdown_axis(ax.xaxis, EXCESS_FLOOR, top * 1.6)
         for frac, tag in ((0.05, "p95"), (0.01, "p99")):
             if frac > 0.6 / n_jobs:
                 ax.axhline(frac, color="0.45", lw=0.8, ls=":")
@@ -427,9 +427,9 @@ def _plot_figure(result: ComparisonResult) -> Any:
             continue
         xy, err = [], []
         for (key, fig_name, _), mean in zip(_SCATTER, means, strict=True):
-            v = max(mean - 1, _EXCESS_FLOOR)
+            v = max(mean - 1, EXCESS_FLOOR)
             half = float(np.nan_to_num(e["ci95"][key][fig_name]))
-            lo, hi = max(v - half, _EXCESS_FLOOR), v + half
+            lo, hi = max(v - half, EXCESS_FLOOR), v + half
             xy.append(v)
             err.append([[v - lo], [hi - v]])
             spans[key].append((v, lo, hi))
@@ -455,17 +455,17 @@ def _plot_figure(result: ComparisonResult) -> Any:
             lo = max(min(lo for _, lo, _ in spans[key]), min(vals) / 10)
             hi = min(max(hi for _, _, hi in spans[key]), max(vals) * 10)
         else:
-            lo, hi = _EXCESS_FLOOR, 1.0
+            lo, hi = EXCESS_FLOOR, 1.0
         span = math.log10(hi / lo)
         pad = max(0.12 * span, 0.15, (0.6 - span) / 2)  # decades: at least 0.6 in view, for two ticks or more
-        lo, hi = max(lo / 10**pad, _EXCESS_FLOOR / 1.2), hi * 10**pad
+        lo, hi = max(lo / 10**pad, EXCESS_FLOOR / 1.2), hi * 10**pad
         if key == "te":
             ax.set_xscale("log")
             ax.set_xlim(lo, hi)
         else:
             ax.set_yscale("log")
             ax.set_ylim(lo, hi)
-        _slowdown_axis(axis, lo, hi)
+        slowdown_axis(axis, lo, hi)
     ax.set_xlabel(f"{_SCATTER[0][2]}  (log scale of it \u2212 1)")
     ax.set_ylabel(f"{_SCATTER[1][2]}  (log scale of it \u2212 1)")
     ax.set_title("per policy: " + ("mean and 95% CI over seeds" if result.config.seeds > 1 else "one seed, no CI"))
@@ -483,7 +483,7 @@ def _plot_figure(result: ComparisonResult) -> Any:
         seeds += ", every seed replaying the same trace"
     fig.suptitle(f"Slowdown by policy \u2014 workload {result.workload_name}, cluster {result.cluster.name}, {seeds}")
     legend = {"handles": handles, "ncol": min(len(handles), 8), "title": "policy", "frameon": False, "fontsize": 9}
-    if _outside_legends():
+    if outside_legends():
         fig.legend(loc="outside lower center", **legend)  # the layout makes room for it below the panels
     else:  # hang it below the figure; write_plot's savefig(bbox_inches="tight") keeps it in the file
         fig.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0), **legend)
@@ -517,7 +517,7 @@ def save_figure(path: str | Path, draw: Callable[[], Any], dpi: int) -> None:
         with atomic_open(target, "wb") as fh, warnings.catch_warnings():
             warnings.simplefilter("ignore")
             fig = draw()
-            fig.savefig(fh, format=fmt, dpi=dpi, bbox_inches=None if _outside_legends() else "tight")
+            fig.savefig(fh, format=fmt, dpi=dpi, bbox_inches=None if outside_legends() else "tight")
     except ValueError as exc:  # matplotlib's answer to a file type it cannot write after all
         raise SchedGymError(f"cannot write {path}: {exc}") from None
     finally:

@@ -629,18 +629,18 @@ def _plot_figure(result: SweepResult) -> Any:
 
     # The comparison plot's styles and slowdown axis, so that the two read alike.
     from schedgym.experiments.report import (
-        _EXCESS_FLOOR,
-        _LINESTYLES,
-        _MARKERS,
-        _outside_legends,
-        _plot_labels,
-        _slowdown_axis,
+        EXCESS_FLOOR,
+        LINESTYLES,
+        MARKERS,
+        outside_legends,
+        plot_labels,
+        slowdown_axis,
     )
 
     config = result.config
     summary = result.summary()
     names = summary["policies"]
-    labels = dict(zip(names, _plot_labels(names), strict=True))
+    labels = dict(zip(names, plot_labels(names), strict=True))
     cmap = matplotlib.colormaps["tab10" if len(names) <= 10 else "tab20"]
     fields = config.fields
     # Not pyplot: a figure of its own with an Agg canvas draws headless and leaves the caller's backend alone.
@@ -667,13 +667,13 @@ def _plot_figure(result: SweepResult) -> Any:
             # 1 (fifo's TE p95 of 25 against fitgpp's 1.04) a linear axis flattens all but one line: there the
             # excess goes on a log axis labelled in slowdown, as in the comparison's plot. Where it spans less
             # than a decade (BE p95 from 9 to 14), a linear axis shows the differences.
-            excess = np.maximum(means - 1, _EXCESS_FLOOR)
+            excess = np.maximum(means - 1, EXCESS_FLOOR)
             log = bool(np.nanmax(excess) > 10 * np.nanmin(excess))
             if log:
                 y, lo, hi = (
                     excess,
-                    np.maximum(excess - halves, _EXCESS_FLOOR),
-                    np.maximum(excess + halves, _EXCESS_FLOOR),
+                    np.maximum(excess - halves, EXCESS_FLOOR),
+                    np.maximum(excess + halves, EXCESS_FLOOR),
                 )
             else:
                 y, lo, hi = means, means - halves, means + halves
@@ -684,8 +684,8 @@ def _plot_figure(result: SweepResult) -> Any:
                     y[k],
                     yerr=[y[k] - lo[k], hi[k] - y[k]],
                     color=cmap(k % cmap.N),
-                    linestyle=_LINESTYLES[k % len(_LINESTYLES)],
-                    marker=_MARKERS[k % len(_MARKERS)],
+                    linestyle=LINESTYLES[k % len(LINESTYLES)],
+                    marker=MARKERS[k % len(MARKERS)],
                     ms=5,
                     capsize=3,
                     lw=1.4,
@@ -694,7 +694,7 @@ def _plot_figure(result: SweepResult) -> Any:
             bottom, top = _view(y, lo, hi, log)
             if log:
                 ax.set_yscale("log")
-                _slowdown_axis(ax.yaxis, bottom, top)
+                slowdown_axis(ax.yaxis, bottom, top)
             ax.set_ylim(bottom, top)
             ax.set_xticks(x, [_show(values[o]) for o in order])
             ax.grid(True, which="major", alpha=0.3)
@@ -710,7 +710,7 @@ def _plot_figure(result: SweepResult) -> Any:
     fig.suptitle(f"Sweep{where}: mean over seeds {seeds[0]}\u2013{seeds[-1]} with 95% CI{others}")
     handles, legend_labels = axes[0, 0].get_legend_handles_labels()
     legend = {"ncol": min(len(handles), 8), "title": "policy", "frameon": False, "fontsize": 9}
-    if _outside_legends():
+    if outside_legends():
         fig.legend(handles, legend_labels, loc="outside lower center", **legend)
     else:
         fig.legend(handles, legend_labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), **legend)

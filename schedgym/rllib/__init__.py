@@ -1,5 +1,5 @@
 """Training with RLlib (the ``rllib`` extra: ``pip install 'schedgym[rllib]'``): the environment as RLlib reads
-it, a masked PPO module, and ``schedgym train --algo rllib_ppo``.
+it and a masked PPO module; the trainer, ``schedgym train --algo rllib_ppo``, is :mod:`agents.rllib_train`.
 
 - :func:`make_env` is the environment creator: a registered ``schedgym/`` environment whose observation is
   RLlib's ``{"observations": Box, "action_mask": Box(0, 1)}`` (:class:`~schedgym.envs.DictMaskObservation`)
@@ -10,11 +10,11 @@ it, a masked PPO module, and ``schedgym train --algo rllib_ppo``.
 - :class:`~schedgym.rllib.module.MaskedPPOTorchRLModule` is PPO's default actor-critic with the illegal
   actions' logits set to :data:`MASKED_LOGIT` in every forward pass; its value function reads the
   observations only.
-- :func:`~schedgym.rllib.train.train_rllib` is the ``rllib_ppo`` branch of ``schedgym train``; it saves an
-  RLlib checkpoint and the actor's weights as ``.npz`` (:mod:`schedgym.rllib.export`), which
+- :func:`agents.rllib_train.train_rllib` is the ``rllib_ppo`` branch of ``schedgym train``; it saves an
+  RLlib checkpoint and the actor's weights as ``.npz`` (:mod:`agents.rllib_export`), which
   ``schedgym compare`` evaluates in numpy like any saved agent (``NAME:RUN_DIR/model.npz``).
 
-This module imports neither Ray nor torch; :mod:`schedgym.rllib.module` and :mod:`schedgym.rllib.train` do,
+This module imports neither Ray nor torch; :mod:`schedgym.rllib.module` and :mod:`agents.rllib_train` do,
 and :func:`import_rllib` says how to install them when they are missing.
 """
 
@@ -48,7 +48,7 @@ entropy or the KL divergence"""
 
 
 NPZ_FORMAT = "schedgym-rllib-actor/1"
-"""the ``format`` entry of an exported actor (:mod:`schedgym.rllib.export`, read by agents/inference.py)"""
+"""the ``format`` entry of an exported actor (:mod:`agents.rllib_export`, read by agents/inference.py)"""
 
 
 def import_rllib() -> Any:

@@ -4,13 +4,13 @@
 Reads top to bottom like the stable-baselines3 path (agents/train.py), and shares its run folder, seeds,
 validation workloads, evaluation and report:
 
-- ``total_timesteps`` environment steps are sampled, a PPO update of :func:`~schedgym.rllib.config.rollout_size`
+- ``total_timesteps`` environment steps are sampled, a PPO update of :func:`~agents.rllib_config.rollout_size`
   steps at a time (RLlib's iterations: the last may overshoot by less than one update); ``num_env_runners``
   Ray actors sample ``n_envs`` environments each (0: this process samples).
 - Every ``eval_freq`` steps the learner's current weights are exported as the numpy actor ``schedgym compare``
   evaluates, and run on the validation workloads (:func:`agents.train.evaluate`); the best is kept.
 - The run folder gets ``checkpoint/`` (RLlib's, for ``Algorithm.from_checkpoint``), ``model.npz`` and
-  ``best_model.npz`` (the actor's weights, :mod:`schedgym.rllib.export`) with their ``.json``:
+  ``best_model.npz`` (the actor's weights, :mod:`agents.rllib_export`) with their ``.json``:
   ``schedgym compare --policies fitgpp,mine:RUN/model.npz`` evaluates them in numpy, without Ray.
 
 Ray: without ``address`` a local Ray is started for the run and stopped after, as ``compare --executor ray``
@@ -34,10 +34,10 @@ from typing import Any
 
 import numpy as np
 
+from agents.rllib_config import ppo_settings
 from schedgym._atomic import atomic_dir, output_set
 from schedgym.errors import ConfigError
 from schedgym.rllib import import_rllib, make_env, register_envs
-from schedgym.rllib.config import ppo_settings
 
 CHECKPOINT_DIR = "checkpoint"
 
@@ -70,7 +70,7 @@ def setup_env_runner(torch_threads: int, **_: Any) -> None:
 
 
 def algorithm_config(config: Any, settings: dict[str, Any] | None = None) -> Any:
-    """The ``PPOConfig`` of a :class:`~agents.train.TrainConfig` (:func:`~schedgym.rllib.config.ppo_settings`),
+    """The ``PPOConfig`` of a :class:`~agents.train.TrainConfig` (:func:`~agents.rllib_config.ppo_settings`),
     on the environment registered by :func:`~schedgym.rllib.register_envs`."""
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
@@ -128,20 +128,20 @@ def train_rllib(config: Any, run_dir: Path, on_evaluation: Callable[[dict[str, A
 
     from agents.inference import rllib_network
     from agents.learned import LearnedPolicy
+    from agents.rllib_export import actor_arrays, save_actor
     from agents.train import (
         FIGURES,
-        _finite,
-        _format_evaluation,
-        _workload_names,
-        _write_meta,
         env_config,
         evaluate,
+        finite,
+        format_evaluation,
         run_figures,
         validation_workloads,
+        workload_names,
+        write_meta,
     )
-    from schedgym.experiments.executors import ExecutorConfig, _ray_session
+    from schedgym.experiments.executors import ExecutorConfig, ray_session
     from schedgym.registry import make_policy
-    from schedgym.rllib.export import actor_arrays, save_actor
 
     torch.set_num_threads(config.torch_threads)
     random.seed(config.seed)
@@ -159,7 +159,7 @@ def train_rllib(config: Any, run_dir: Path, on_evaluation: Callable[[dict[str, A
     actor_arrays(layout)  # an actor numpy cannot evaluate fails now, not after training
 
     # --- fixed validation workloads, and the reference rules' figures on them
-    name = _workload_names(config)[0]
+    name = workload_names(config)[0]
     validation = validation_workloads(config.env_id, config.env_kwargs, config.n_eval_workloads)
     baselines = {
         rule: run_figures(make_policy(rule), config.env_id, config.env_kwargs, validation)
@@ -192,7 +192,7 @@ def train_rllib(config: Any, run_dir: Path, on_evaluation: Callable[[dict[str, A
             # The actor and its .json replace the previous best together, or not at all.
             with output_set():
                 save_actor(run_dir / "best_model.npz", layout, weights)
-                _write_meta(run_dir / "best_model.json", config, _finite({"evaluation": stats, "rllib": rllib_meta}))
+                write_meta(run_dir / "best_model.json", config, finite({"evaluation": stats, "rllib": rllib_meta}))
             best.clear()
             best.update(stats)
 
@@ -203,7 +203,7 @@ def train_rllib(config: Any, run_dir: Path, on_evaluation: Callable[[dict[str, A
     )
     iterations: list[dict[str, Any]] = []
     with contextlib.ExitStack() as session:
-        session.enter_context(_ray_session(ray, executor))  # a refused token is a ConfigError there
+        session.enter_context(ray_session(ray, executor))  # a refused token is a ConfigError there
         cpus = float(ray.cluster_resources().get("CPU", 0))
         if config.num_env_runners > cpus:
             raise ConfigError(
@@ -255,12 +255,12 @@ def train_rllib(config: Any, run_dir: Path, on_evaluation: Callable[[dict[str, A
     # best_model.npz and its .json appear together once all are complete, or none of them does.
     with output_set():
         save_actor(run_dir / "model.npz", layout, weights)
-        _write_meta(run_dir / "model.json", config, _finite(summary))
+        write_meta(run_dir / "model.json", config, finite(summary))
         keep_if_best(final, weights)  # best_model.npz is always there: the final model when nothing did better
     if on_evaluation is not None:
         on_evaluation({**final, "timesteps": steps, "final": True})
     print(f"trained {steps} steps in {seconds:.0f} s: {steps / seconds:,.0f} steps/s")
-    print(_format_evaluation(final, config.eval_baselines))
+    print(format_evaluation(final, config.eval_baselines))
     print(
         f"saved {run_dir / CHECKPOINT_DIR}, {run_dir / 'model.npz'} and best_model.npz "
         f"(validation score {best['score']:.3f})"
