@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from schedgym._csvio import file_kind
 from schedgym.errors import ConfigError, SchedGymError
 
 # The paths that name this process's own open files: written through like a device, whatever they point at
@@ -49,19 +50,6 @@ def _umask() -> int:
     mask = os.umask(0o022)  # reading the umask means setting it; put it straight back
     os.umask(mask)
     return mask
-
-
-def _kind(mode: int) -> str:
-    for test, name in (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISFIFO, "a FIFO"),
-    ):
-        if test(mode):
-            return name
-    return "not a regular file"
 
 
 def is_stream(path: str | Path) -> bool:
@@ -100,7 +88,8 @@ def check_output_path(flag: str, path: str | Path | None) -> None:
         raise ConfigError(f"{flag} {str(path)!r} is a directory; expected a file name")
     if mode is not None and not stat.S_ISREG(mode):
         raise ConfigError(
-            f"{flag} {str(path)!r} is {_kind(mode)}; expected a regular file, a new name, a character device or a FIFO"
+            f"{flag} {str(path)!r} is {file_kind(mode)}; expected a regular file, a new name, a character device "
+            "or a FIFO"
         )
     parent = Path(os.path.realpath(path)).parent
     if not parent.is_dir():
@@ -228,8 +217,7 @@ class OutputSet:
                 if s.tmp is None:
                     _write_stream(s)
         except BaseException:
-            with _signals_held():
-                self._undo()
+            self.discard()
             raise
         with _signals_held() as interrupted:
             try:
@@ -258,8 +246,10 @@ class OutputSet:
         self.created_dirs.clear()
 
     def discard(self) -> None:
-        """Remove every temporary file and every folder this set created; leave every target as it was."""
-        self._undo()
+        """Remove every temporary file and every folder this set created; leave every target as it was. A
+        second Ctrl-C must not stop this halfway: signals are held meanwhile."""
+        with _signals_held():
+            self._undo()
 
     def _undo(self) -> None:
         for s in reversed(self.staged):
@@ -299,8 +289,7 @@ def output_set() -> Iterator[OutputSet]:
         yield outputs
     except BaseException:
         _ACTIVE.reset(token)
-        with _signals_held():  # a second Ctrl-C must not stop the clean-up halfway
-            outputs.discard()
+        outputs.discard()
         raise
     _ACTIVE.reset(token)
     outputs.commit()
@@ -416,7 +405,7 @@ def _stage(path: str | Path) -> _Staged:
     except OSError as exc:
         raise _error(target, exc) from None
     if mode is not None and not stat.S_ISREG(mode):
-        raise SchedGymError(f"cannot write {target}: it is {_kind(mode)}, not a regular file")
+        raise SchedGymError(f"cannot write {target}: it is {file_kind(mode)}, not a regular file")
     return _Staged(target=target, real=real, tmp=_tmp_name(directory, name))
 
 

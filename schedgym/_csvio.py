@@ -32,12 +32,21 @@ csv.field_size_limit(MAX_FIELD_CHARS)  # the default already; set so that the do
 _CHUNK = 1 << 20
 
 
-_NOT_REGULAR = (
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
     (stat.S_ISFIFO, "a FIFO (named pipe)"),
     (stat.S_ISCHR, "a character device"),
     (stat.S_ISBLK, "a block device"),
     (stat.S_ISSOCK, "a socket"),
 )
+
+
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular one is, for a message: "a FIFO (named pipe)", "a socket", ... (the
+    readers here and the writers of :mod:`schedgym._atomic` name it alike)."""
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
 # Opening never waits: O_NONBLOCK makes open() of a FIFO without a writer (or a serial line without carrier)
 # return at once, so that fstat can refuse it. The flag stays on: a regular file ignores it, and a pseudo
 # file whose read would wait (/proc/kmsg) fails instead of hanging. O_NOCTTY: opening a terminal never makes
@@ -61,8 +70,7 @@ def open_input(path: str | os.PathLike[str], what: str) -> BinaryIO:
         if stat.S_ISDIR(mode):
             raise TraceError(f"cannot open {what}: it is a directory", path=os.fsdecode(path))
         if not stat.S_ISREG(mode):
-            kind = next((name for test, name in _NOT_REGULAR if test(mode)), "not a regular file")
-            raise TraceError(f"cannot read {what}: it is {kind}, not a regular file", path=os.fsdecode(path))
+            raise TraceError(f"cannot read {what}: it is {file_kind(mode)}, not a regular file", path=os.fsdecode(path))
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
