@@ -8,7 +8,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from schedgym import limits
 from schedgym._atomic import atomic_open, check_output_dir, check_output_path, output_set
@@ -290,17 +290,31 @@ def _sweep(args: argparse.Namespace) -> int:
     if args.plot:
         _check_plot(args.plot)
     config = SweepConfig(_compare_config(args), grid)
-    writers = ((args.json, write_json), (args.csv, write_csv), (args.plot, write_sweep_plot))
-    with output_set():  # all or none, as compare's
-        result = run_sweep(config, executor=executor, progress=False if args.no_progress else None)
-        print(format_table(result))
+    _run_and_write(
+        lambda: run_sweep(config, executor=executor, progress=False if args.no_progress else None),
+        format_table,
+        ((args.json, write_json), (args.csv, write_csv), (args.plot, write_sweep_plot)),
+    )
+    return 0
+
+
+def _run_and_write(
+    run: Callable[[], Any],
+    table: Callable[[Any], str],
+    writers: Sequence[tuple[str | None, Callable[[str, Any], None]]],
+) -> None:
+    """compare's and sweep's end: run, print the table, write each output given, as one set: what ``run``
+    writes as it goes (compare's logs) and the files written here appear together at the end, or, on any
+    error or Ctrl-C, none of them (and no folder this run created). "wrote PATH" once they are in place."""
+    with output_set():
+        result = run()
+        print(table(result))
         for path, write in writers:
             if path is not None:
                 write(path, result)
     for path, _ in writers:
         if path is not None:
             print(f"wrote {path}")
-    return 0
 
 
 def _add_trace_parser(sub: argparse._SubParsersAction) -> None:
@@ -507,23 +521,11 @@ def _compare(args: argparse.Namespace) -> int:
         if log_dir is not None:
             write_logs(Path(log_dir) / folders[label] / f"seed{seed}", result)
 
-    # One set: the logs written as runs finish and the files written at the end appear together at the end,
-    # or, on any error or Ctrl-C, none of them (and no folder this run created).
-    with output_set():
-        result = run_comparison(config, executor=executor, progress=False if args.no_progress else None, on_run=on_run)
-        print(format_table(result))
-        writers = (
-            (args.json, write_json),
-            (args.csv, write_csv),
-            (args.markdown, write_markdown),
-            (args.plot, write_plot),
-        )
-        for path, write in writers:
-            if path is not None:
-                write(path, result)
-    for path, _ in writers:
-        if path is not None:
-            print(f"wrote {path}")
+    _run_and_write(
+        lambda: run_comparison(config, executor=executor, progress=False if args.no_progress else None, on_run=on_run),
+        format_table,
+        ((args.json, write_json), (args.csv, write_csv), (args.markdown, write_markdown), (args.plot, write_plot)),
+    )
     if args.log_dir is not None:
         print(f"wrote logs under {args.log_dir}")
     return 0
