@@ -753,21 +753,19 @@ def workload_names(config: TrainConfig) -> list[str]:
 
 
 def _imitate(
-    config: TrainConfig, model: Any, maskable: bool, kwargs_of: list[dict[str, Any]], expert: Any = None
+    config: TrainConfig, model: Any, maskable: bool, kwargs_of: list[dict[str, Any]], expert: Any
 ) -> list[dict[str, Any]]:
-    """Record the expert (``expert``, or built from ``config.imitate``) on training workloads (drawn from the
-    training split, cycling over the workloads) and fit the policy to it, ``imitate_rounds`` times
-    (:mod:`agents.imitation`)."""
+    """Record the expert (:func:`load_expert`'s policy for ``config.imitate``, built once and reset before
+    every run) on training workloads (drawn from the training split, cycling over the workloads) and fit the
+    policy to it, ``imitate_rounds`` times (:mod:`agents.imitation`)."""
     from agents.imitation import Demonstrations, ImitationRecorder, pretrain
     from schedgym.experiments.runner import run_policy
     from schedgym.sim.cluster import resolve_cluster
 
-    if config.imitate is None:
+    if config.imitate is None or expert is None:
         raise ConfigError("imitation needs an expert: set imitate (--imitate NAME)")
     demos = Demonstrations()
     rounds: list[dict[str, Any]] = []
-    if expert is None:
-        expert = load_expert(config.imitate)  # built once (a saved agent is loaded once), reset before every run
     rng = np.random.default_rng(np.random.SeedSequence([config.seed, 2]))  # apart from the environments' seeds
     configs = [env_config(config.env_id, kw) for kw in kwargs_of]
     clusters = [resolve_cluster(cfg.cluster_name) for cfg in configs]

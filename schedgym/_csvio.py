@@ -133,9 +133,7 @@ def read_text(path: str, what: str, max_bytes: int | None = None) -> str:
                                      path=path)  # fmt: skip
     except (gzip.BadGzipFile, zlib.error, EOFError) as exc:
         raise TraceError(f"cannot decompress {what}: {exc or type(exc).__name__}", path=path) from None
-    except IsADirectoryError:
-        raise TraceError(f"cannot open {what}: it is a directory", path=path) from None
-    except OSError as exc:
+    except OSError as exc:  # (a directory is open_input's TraceError)
         raise TraceError(f"cannot open {what}: {exc.strerror or exc}", path=path) from None
     try:
         return data.decode("utf-8-sig")
