@@ -221,13 +221,7 @@ def test_an_output_that_failed_is_never_renamed_even_if_the_caller_goes_on(tmp_p
             raise RuntimeError("the producer failed")
         with atomic_open(tmp_path / "whole") as fh:
             fh.write("whole")
-    assert snapshot(tmp_path) == {"whole": (b"whole", 0o666 & ~_umask())}
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+    assert snapshot(tmp_path) == {"whole": (b"whole", 0o666 & ~schedgym._atomic._umask())}
 
 
 def test_atomic_dir_keeps_the_previous_folder_until_the_new_one_is_whole(tmp_path):
