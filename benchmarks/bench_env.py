@@ -28,6 +28,7 @@ import gymnasium as gym
 import numpy as np
 
 import schedgym  # noqa: F401  (registers the environments)
+from schedgym.decision.backend import NativeBackend, PythonBackend
 from schedgym.envs.preemption_env import PreemptionEnv
 
 
@@ -47,27 +48,49 @@ def run_cartpole(seconds: float, seed: int) -> float:
 
 
 class Timers:
-    """Wrap a bound method of the unwrapped env to accumulate its wall time."""
+    """Wrap methods to accumulate their wall time: ``targets`` maps a label to ``(object, method name)`` pairs
+    (an object or a class; a class's method is timed for all its instances, such as every episode's backend)."""
 
-    def __init__(self, env: PreemptionEnv, names: list[str]):
-        self.total = dict.fromkeys(names, 0.0)
-        for name in names:
-            original = getattr(env, name)
+    def __init__(self, targets: dict[str, list[tuple[object, str]]]):
+        self.total = dict.fromkeys(targets, 0.0)
+        self._undo: list[tuple[object, str, object]] = []
+        for label, places in targets.items():
+            for obj, name in places:
+                original = getattr(obj, name)
 
-            def timed(*args, __orig=original, __name=name, **kwargs):
-                t = time.perf_counter()
-                try:
-                    return __orig(*args, **kwargs)
-                finally:
-                    self.total[__name] += time.perf_counter() - t
+                def timed(*args, __orig=original, __label=label, **kwargs):
+                    t = time.perf_counter()
+                    try:
+                        return __orig(*args, **kwargs)
+                    finally:
+                        self.total[__label] += time.perf_counter() - t
 
-            setattr(env, name, timed)
+                self._undo.append((obj, name, obj.__dict__[name] if isinstance(obj, type) else None))
+                setattr(obj, name, timed)
+
+    def restore(self) -> None:
+        for obj, name, original in reversed(self._undo):
+            if isinstance(obj, type):
+                setattr(obj, name, original)
+            else:
+                delattr(obj, name)
 
 
 def run_schedgym(env_id: str, seconds: float, seed: int, profile: bool, **kwargs) -> dict:
     env = gym.make(env_id, **kwargs)
     raw: PreemptionEnv = env.unwrapped  # type: ignore[assignment]
-    timers = Timers(raw, ["_next_decision", "_observation", "_draw_workload"]) if profile else None
+    backends = (NativeBackend, PythonBackend)
+    timers = (
+        Timers(
+            {
+                "simulate": [(cls, "_advance") for cls in backends],
+                "observe": [(cls, "observe_into") for cls in backends],
+                "generate": [(raw, "_draw_workload")],
+            }
+        )
+        if profile
+        else None
+    )
     rng = np.random.default_rng(seed)
     obs, info = env.reset(seed=seed)
     steps = episodes = jobs = 0
@@ -83,9 +106,10 @@ def run_schedgym(env_id: str, seconds: float, seed: int, profile: bool, **kwargs
     elapsed = time.perf_counter() - t0
     out = {"steps_per_s": steps / elapsed, "steps": steps, "episodes": episodes, "jobs_per_step": jobs / max(steps, 1)}
     if timers is not None:
-        out["share_simulate"] = timers.total["_next_decision"] / elapsed
-        out["share_observe"] = timers.total["_observation"] / elapsed
-        out["share_generate"] = timers.total["_draw_workload"] / elapsed
+        timers.restore()
+        out["share_simulate"] = timers.total["simulate"] / elapsed
+        out["share_observe"] = timers.total["observe"] / elapsed
+        out["share_generate"] = timers.total["generate"] / elapsed
     return out
 
 

@@ -14,6 +14,7 @@ from helpers import be, cluster, small_workloads, te
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from schedgym.decision.features import feature_scales
 from schedgym.errors import IllegalDecisionError
 from schedgym.registry import make_policy
 from schedgym.sim import DECLINE, JobState, SimConfig, Simulator
@@ -202,7 +203,8 @@ def test_native_clone_copies_the_decision_in_progress(engine):
 
     def stepwise() -> StepwiseNativeSimulator:
         sim = StepwiseNativeSimulator(cl, jobs, SimConfig(engine="native"))
-        sim.begin_decisions(8, np.ones(len(jobs)), [1.0, 1.0, 1.0], [16.0, 1.0, 1.0])
+        scales = feature_scales()
+        sim.begin_decisions(8, np.ones(len(jobs)), [1.0, 1.0, 1.0], [16.0, 1.0, 1.0], scales["head"], scales["row"])
         assert sim.next_decision()
         return sim
 

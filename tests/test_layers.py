@@ -181,6 +181,53 @@ def test_no_cycle_between_folders():
     assert not cycles, "cycles between folders:\n" + report
 
 
+ENGINE_MODULES = ("schedgym.sim.native_engine", "schedgym.sim.python_engine", "schedgym.sim._engine")
+"""The two engines' implementations (and the extension behind the native one)."""
+BELOW_THE_ENGINE_INTERFACE = ("schedgym.sim", "schedgym.decision")
+"""Where the engines may be named: the simulator picks one (``schedgym.sim.simulator.engine_class``), the
+decision protocol opens one (``schedgym.decision.backend.open_backend``); everything else, the environments
+included, talks to ``Simulator`` and ``DecisionBackend``."""
+
+
+def engine_imports(root: Path) -> list[str]:
+    known = modules(root)
+    for name in ENGINE_MODULES:
+        known.setdefault(name, root / (name.replace(".", "/") + ".pyi"))  # the extension: no .py file
+    found = []
+    for name, path in sorted(known.items()):
+        if not path.exists() or path.suffix != ".py" or name.startswith(BELOW_THE_ENGINE_INTERFACE):
+            continue
+        for target, line in imports(name, path, known):
+            if target in ENGINE_MODULES:
+                found.append(f"{name} imports {target} ({path.relative_to(root)}:{line})")
+    return found
+
+
+def test_the_engines_stay_below_one_interface():
+    found = engine_imports(ROOT)
+    assert not found, "engine modules named above schedgym.sim/schedgym.decision:\n" + "\n".join(found)
+
+
+def test_the_engine_contract_sees_an_engine_import(tmp_path):
+    _write(
+        tmp_path,
+        {
+            "schedgym/__init__.py": "",
+            "schedgym/sim/__init__.py": "",
+            "schedgym/sim/native_engine.py": "",
+            "schedgym/envs/__init__.py": "",
+            "schedgym/envs/env.py": "def f():\n    from schedgym.sim import _engine\n",
+            "baselines/__init__.py": "",
+            "agents/__init__.py": "import schedgym.sim.native_engine\n",
+        },
+    )
+    found = engine_imports(tmp_path)
+    assert [f.split(" (")[0] for f in found] == [
+        "agents imports schedgym.sim.native_engine",
+        "schedgym.envs.env imports schedgym.sim._engine",
+    ]
+
+
 def test_allowed_cycles_still_exist():
     """The allow-list only shrinks: a cycle that is gone leaves it."""
     current = [c for c, _ in folder_cycles(ROOT)]

@@ -10,7 +10,7 @@ backfill, placement, restart overhead, estimate noise, reward), gang TE jobs and
 its inputs.
 
 The reference is the Python engine in the module's native run, and the native engine with the Python protocol
-(``PreemptionEnv._native_decisions = False``) in its python run, which isolates the protocol from the engine.
+(``PreemptionEnv._protocol = "python"``) in its python run, which isolates the protocol from the engine.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from schedgym.decision.backend import NativeBackend, PythonBackend
+from schedgym.decision.features import CANDIDATE_FEATURES, N_HEAD
 from schedgym.envs import PreemptionEnv
 from schedgym.errors import IllegalDecisionError
 from schedgym.sim import Job, JobClass, JobSpec
@@ -50,7 +52,7 @@ def make_pair(engine: str) -> Callable[[dict], tuple[PreemptionEnv, PreemptionEn
             ref = PreemptionEnv(sim={**sim, "engine": "python"}, **kwargs)
         else:
             ref = PreemptionEnv(sim={**sim, "engine": "native"}, **kwargs)
-            ref._native_decisions = False  # the native engine, decisions by schedgym.decision.stepwise
+            ref._protocol = "python"  # the native engine, decisions by schedgym.decision.stepwise
         return ref, PreemptionEnv(sim={**sim, "engine": "native"}, **kwargs)
 
     return _make
@@ -144,8 +146,8 @@ def lockstep(
     returns the number of steps."""
     a = ref.reset(seed=seed, options=options)
     b = fast.reset(seed=seed, options=options)
-    assert isinstance(fast.sim, StepwiseNativeSimulator) and fast._core is not None, "the native path is not active"
-    assert ref._core is None and not isinstance(ref.sim, StepwiseNativeSimulator)
+    assert isinstance(fast.backend, NativeBackend), "the native path is not active"
+    assert isinstance(ref.backend, PythonBackend) and not isinstance(ref.sim, StepwiseNativeSimulator)
     assert_same_step(ref, fast, a, b, "reset")
     assert_same_request(ref, fast)
     rng = np.random.default_rng(action_seed)
@@ -315,11 +317,11 @@ def test_copies_made_mid_attempt_continue_identically(make_pair, cluster_files, 
     ref, fast, rng = _mid_attempt(make_pair, kwargs, seed=3)
     assert fast.chosen_victims and fast.decision is not None and fast.decision.targets
     twin = pickle.loads(pickle.dumps(fast)) if how == "pickle" else copy.deepcopy(fast)
-    assert isinstance(twin.sim, StepwiseNativeSimulator) and twin._core is not None and twin.sim is not fast.sim
+    assert isinstance(twin.backend, NativeBackend) and twin.sim is not fast.sim
     assert [v.job_id for v in twin.chosen_victims] == [v.job_id for v in fast.chosen_victims]
     assert twin.decision is not None and twin.decision.targets == fast.decision.targets
-    obs = fast._observation()
-    assert np.array_equal(twin._observation().view(np.uint32), obs.view(np.uint32))
+    obs = fast.backend.observe()
+    assert np.array_equal(twin.backend.observe().view(np.uint32), obs.view(np.uint32))
     assert np.array_equal(twin.action_masks(), fast.action_masks())
     assert_same_request(fast, twin)
     # all three go on in lock step to the end
@@ -377,17 +379,22 @@ def test_the_bound_core_checks_its_inputs(make_pair):
     env = PreemptionEnv(n_jobs=1000, max_candidates=4, sim={"engine": "native"})
     env.reset(seed=1)
     sim = env.sim
-    eng, est = sim._engine, env._encoder.estimate
+    eng, est = sim._engine, env.backend.encoder.estimate
     three = np.ones(3)
+    heads, rows = (np.ones(n) for n in (N_HEAD, len(CANDIDATE_FEATURES)))
     with pytest.raises(ValueError, match="max_candidates"):
-        _engine.EnvCore(eng, 0, est, three, three)
+        _engine.EnvCore(eng, 0, est, three, three, heads, rows)
     with pytest.raises(ValueError, match="estimate"):
-        _engine.EnvCore(eng, 4, est[:-1], three, three)
+        _engine.EnvCore(eng, 4, est[:-1], three, three, heads, rows)
     with pytest.raises(ValueError, match="shape"):
-        _engine.EnvCore(eng, 4, est, np.ones(2), three)
+        _engine.EnvCore(eng, 4, est, np.ones(2), three, heads, rows)
+    with pytest.raises(ValueError, match="schedgym.decision.features"):  # a feature declared but not built
+        _engine.EnvCore(eng, 4, est, three, three, np.ones(N_HEAD + 1), rows)
+    with pytest.raises(ValueError, match="schedgym.decision.features"):
+        _engine.EnvCore(eng, 4, est, three, three, heads, rows[:-1])
     with pytest.raises(TypeError):
-        _engine.EnvCore(object(), 4, est, three, three)
-    core = env._core
+        _engine.EnvCore(object(), 4, est, three, three, heads, rows)
+    core = env.backend.core
     with pytest.raises(ValueError, match="illegal"):
         core.choose(core.n_rows + 1)
     with pytest.raises(ValueError, match="illegal"):
@@ -414,3 +421,41 @@ def test_the_bound_core_checks_its_inputs(make_pair):
     obs = np.full(core.observation_size, 7.0, dtype=np.float32)
     core.observe(obs)
     assert not obs.any()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The features' scales: declared once (schedgym.decision.features), read by both engines
+
+
+def test_the_native_core_applies_each_declared_scale_where_the_declaration_puts_it():
+    """The C++ core names the positions it normalises with a declared scale (``FEATURE_INDEX``); they must be
+    exactly the features that declare one, at their places in the layout."""
+    from schedgym.decision import features
+    from schedgym.sim import _engine  # type: ignore[attr-defined]
+
+    head = (*features.JOB_FEATURES, *features.CLUSTER_FEATURES)
+    declared = {
+        "head": {f.name: i for i, f in enumerate(head) if f.scale is not None},
+        "row": {f.name: i for i, f in enumerate(features.CANDIDATE_FEATURES) if f.scale is not None},
+    }
+    assert {k: dict(v) for k, v in _engine.FEATURE_INDEX.items()} == declared
+
+
+def test_a_scale_changed_in_the_declaration_changes_both_engines_alike(make_pair, monkeypatch):
+    """Changing a scale in the one declaration is all it takes: both protocols follow it, bit for bit."""
+    from schedgym.decision import features
+
+    kwargs = {"n_jobs": 400, "max_candidates": 6}
+    before, _ = make_pair(kwargs)
+    obs_before = before.reset(seed=2)[0]
+
+    def times7(group: tuple[features.Feature, ...]) -> tuple[features.Feature, ...]:
+        return tuple(replace(f, scale=f.scale * 7) if f.scale is not None else f for f in group)
+
+    for group in ("JOB_FEATURES", "CLUSTER_FEATURES", "CANDIDATE_FEATURES"):
+        monkeypatch.setattr(features, group, times7(getattr(features, group)))
+    ref, fast = make_pair(kwargs)
+    obs_after = ref.reset(seed=2)[0]
+    duration = [f.name for f in features.JOB_FEATURES].index("duration_estimate")
+    assert obs_after[duration] < obs_before[duration], "the changed scale did not reach the Python protocol"
+    assert lockstep(ref, fast, seed=2, action_seed=5) > 0

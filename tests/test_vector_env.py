@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import schedgym  # noqa: F401  (registers the ids)
+from schedgym.decision.batch import NativeBatch, PythonBatch
 from schedgym.envs import PreemptionEnv
 from schedgym.envs.vector_env import PreemptionVectorEnv
 from schedgym.errors import ConfigError, IllegalDecisionError
@@ -268,7 +269,7 @@ def test_lockstep_with_truncation_bounded_reward_and_weights():
 def test_the_native_engine_steps_in_one_batch(engine):
     venv = make(3)
     venv.reset(seed=0)
-    assert (venv._batch is not None) == (engine == "native")
+    assert isinstance(venv._batch, NativeBatch if engine == "native" else PythonBatch)
     if engine == "native":
         assert 1 <= venv._batch.stepper.n_threads <= 3
 

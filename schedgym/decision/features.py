@@ -6,7 +6,7 @@ An observation is three groups of features: the waiting TE job and the attempt i
 layout is written: the observation builder fills values by name in this order, the environment's ``Box``
 takes its size from :func:`observation_size`, and the documentation table is :func:`observation_table`
 (the environment's docstring and ``docs/observation.md`` are generated from it; a test keeps the file in
-step).
+step). Each feature's normaliser is its ``scale``, written only here: both engines' protocols read it.
 
 Every value lies in [0, 1]. Resources are divided by the largest node's capacity (per resource), cluster
 totals by the cluster's total; unbounded times and counts are squashed with ``x / (x + scale)``.
@@ -19,10 +19,27 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class Feature:
-    """One observation feature: its name (unique within its group) and what it means."""
+    """One observation feature: its name (unique within its group), what it means, and its scale.
+
+    ``scale`` is the one place a feature's normaliser is written: the squash scale ``x / (x + scale)`` of an
+    unbounded time or count, or the divisor of a capped ratio (``running_be``). Both engines read it from
+    here (:func:`feature_scales`, handed to the native decision core at its construction), and the meaning
+    shows it through its ``{scale}`` placeholder. None for features normalised by the cluster's capacity
+    or not at all."""
 
     name: str
     meaning: str
+    scale: float | None = None
+
+    def __post_init__(self) -> None:
+        if (self.scale is None) == ("{scale}" in self.meaning):
+            raise ValueError(f"Feature {self.name!r}: a scale and a '{{scale}}' in its meaning go together")
+        if self.scale is not None and not self.scale > 0:
+            raise ValueError(f"Feature {self.name!r}: expected a scale > 0, got {self.scale!r}")
+
+    def describe(self) -> str:
+        """The meaning with the scale written in."""
+        return self.meaning if self.scale is None else self.meaning.replace("{scale}", f"{self.scale:g}")
 
 
 JOB_FEATURES: tuple[Feature, ...] = (
@@ -30,8 +47,8 @@ JOB_FEATURES: tuple[Feature, ...] = (
     Feature("cpus", "its per-node CPU demand"),
     Feature("mem_gb", "its per-node memory demand"),
     Feature("gang", "its gang size / number of nodes in the cluster"),
-    Feature("wait", "seconds since its submission, squashed (scale 600 s)"),
-    Feature("duration_estimate", "its duration, estimated, squashed (scale 600 s)"),
+    Feature("wait", "seconds since its submission, squashed (scale {scale} s)", 600.0),
+    Feature("duration_estimate", "its duration, estimated, squashed (scale {scale} s)", 600.0),
     Feature("victims_chosen", "victims chosen so far in this attempt / max_candidates, at most 1"),
     Feature("continuing", "1 if this decision continues an attempt (a victim was chosen already)"),
     Feature("missing_gpus", "GPUs the target node still lacks (0 before a target is chosen)"),
@@ -45,9 +62,9 @@ CLUSTER_FEATURES: tuple[Feature, ...] = (
     Feature("reserved_gpus", "unused GPUs set aside for reserved TE jobs, fraction of the cluster's"),
     Feature("reserved_cpus", "the same for CPUs"),
     Feature("reserved_mem_gb", "the same for memory"),
-    Feature("queued_te", "TE jobs waiting, reserved ones included, squashed (scale 10)"),
-    Feature("queued_be", "BE jobs waiting, squashed (scale 100)"),
-    Feature("running_be", "preemptible BE jobs running / (8 x nodes), at most 1"),
+    Feature("queued_te", "TE jobs waiting, reserved ones included, squashed (scale {scale})", 10.0),
+    Feature("queued_be", "BE jobs waiting, squashed (scale {scale})", 100.0),
+    Feature("running_be", "preemptible BE jobs running / ({scale} x nodes), at most 1", 8.0),
 )
 CANDIDATE_FEATURES: tuple[Feature, ...] = (
     Feature("valid", "1 for a real candidate row, 0 for padding"),
@@ -58,10 +75,10 @@ CANDIDATE_FEATURES: tuple[Feature, ...] = (
     Feature("node_room_cpus", "the same for CPUs"),
     Feature("node_room_mem_gb", "the same for memory"),
     Feature("fits_alone", "1 if preempting it (with those already chosen) lets the TE job fit on its node"),
-    Feature("grace_period", "its grace period, squashed (scale 60 s)"),
-    Feature("elapsed", "seconds since it last started, squashed (scale 3600 s)"),
+    Feature("grace_period", "its grace period, squashed (scale {scale} s)", 60.0),
+    Feature("elapsed", "seconds since it last started, squashed (scale {scale} s)", 3600.0),
     Feature("preemptions", "its preemptions so far / the cap P"),
-    Feature("remaining_estimate", "its remaining work, estimated, squashed (scale 3600 s)"),
+    Feature("remaining_estimate", "its remaining work, estimated, squashed (scale {scale} s)", 3600.0),
     Feature("is_gang", "1 if it runs on several nodes"),
 )
 
@@ -72,6 +89,16 @@ N_HEAD = len(JOB_FEATURES) + len(CLUSTER_FEATURES)
 def observation_size(max_candidates: int) -> int:
     """Length of the flat observation vector."""
     return N_HEAD + len(CANDIDATE_FEATURES) * max_candidates
+
+
+def feature_scales() -> dict[str, tuple[float, ...]]:
+    """Every feature's scale, by group (``"head"``: :data:`JOB_FEATURES` then :data:`CLUSTER_FEATURES`;
+    ``"row"``: :data:`CANDIDATE_FEATURES`), in observation order, 0.0 where a feature has none: what the
+    decision encoder and the native decision core normalise with."""
+    return {
+        "head": tuple(f.scale or 0.0 for f in (*JOB_FEATURES, *CLUSTER_FEATURES)),
+        "row": tuple(f.scale or 0.0 for f in CANDIDATE_FEATURES),
+    }
 
 
 def squash(x: float, scale: float) -> float:
@@ -85,11 +112,11 @@ def observation_table() -> str:
     i = 0
     for group, features in (("job", JOB_FEATURES), ("cluster", CLUSTER_FEATURES)):
         for f in features:
-            lines.append(f"| {i} | {group} | `{f.name}` | {f.meaning} |")
+            lines.append(f"| {i} | {group} | `{f.name}` | {f.describe()} |")
             i += 1
     width = len(CANDIDATE_FEATURES)
     for j, f in enumerate(CANDIDATE_FEATURES):
-        lines.append(f"| {N_HEAD} + {width} i + {j} | candidate i | `{f.name}` | {f.meaning} |")
+        lines.append(f"| {N_HEAD} + {width} i + {j} | candidate i | `{f.name}` | {f.describe()} |")
     return "\n".join(lines)
 
 

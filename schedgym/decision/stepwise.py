@@ -31,6 +31,7 @@ from schedgym.decision.features import (
     CLUSTER_FEATURES,
     JOB_FEATURES,
     N_HEAD,
+    feature_scales,
     observation_size,
     squash,
 )
@@ -74,6 +75,11 @@ class DecisionEncoder:
         self.total = [float(x) if x > 0 else 1.0 for x in capacity.sum(axis=0)]
         self.estimate = np.exp(rng.normal(0.0, estimate_noise, n_jobs)) if estimate_noise > 0 else np.ones(n_jobs)
         self.size = observation_size(self.max_candidates)
+        # The features' normalisers, from their one declaration (schedgym.decision.features); the native
+        # decision core is built with the same values (StepwiseNativeSimulator.begin_decisions).
+        scales = feature_scales()
+        self.head_scale: dict[str, float] = dict(zip(_HEAD_NAMES, scales["head"], strict=True))
+        self.row_scale: dict[str, float] = dict(zip(_ROW_NAMES, scales["row"], strict=True))
 
     @classmethod
     def for_run(
@@ -233,6 +239,7 @@ class StepwiseDecision:
         req = self.request
         obs = np.zeros(enc.size, dtype=np.float32)
         sg, sc, sm = enc.scale
+        hs, rs = enc.head_scale, enc.row_scale
         job = req.job
         now = req.now
         d = job.demand
@@ -251,8 +258,8 @@ class StepwiseDecision:
             "cpus": d[1] / sc,
             "mem_gb": d[2] / sm,
             "gang": job.gang_size / enc.n_nodes,
-            "wait": squash(now - job.submit_time, 600.0),
-            "duration_estimate": squash(job.duration * float(enc.estimate[job.idx]), 600.0),
+            "wait": squash(now - job.submit_time, hs["wait"]),
+            "duration_estimate": squash(job.duration * float(enc.estimate[job.idx]), hs["duration_estimate"]),
             "victims_chosen": min(1.0, len(self.chosen) / enc.max_candidates),
             "continuing": 1.0 if self.chosen else 0.0,
             "missing_gpus": missing[0],
@@ -264,9 +271,9 @@ class StepwiseDecision:
             "reserved_gpus": held[0] / tg,
             "reserved_cpus": held[1] / tc,
             "reserved_mem_gb": held[2] / tm,
-            "queued_te": squash(q_te, 10.0),
-            "queued_be": squash(q_be, 100.0),
-            "running_be": min(1.0, n_be / (8.0 * enc.n_nodes)),
+            "queued_te": squash(q_te, hs["queued_te"]),
+            "queued_be": squash(q_be, hs["queued_be"]),
+            "running_be": min(1.0, n_be / (hs["running_be"] * enc.n_nodes)),
         }
         values = [head[name] for name in _HEAD_NAMES]
         cap_p = max(req.max_preemptions, 1)
@@ -284,10 +291,10 @@ class StepwiseDecision:
                 "node_room_cpus": r[1] / sc,
                 "node_room_mem_gb": r[2] / sm,
                 "fits_alone": 1.0 if covers((r[0] + cd[0], r[1] + cd[1], r[2] + cd[2]), d) else 0.0,
-                "grace_period": squash(c.grace_period, 60.0),
-                "elapsed": squash(elapsed, 3600.0),
+                "grace_period": squash(c.grace_period, rs["grace_period"]),
+                "elapsed": squash(elapsed, rs["elapsed"]),
                 "preemptions": min(1.0, c.preemptions / cap_p),
-                "remaining_estimate": squash(remaining * float(enc.estimate[c.idx]), 3600.0),
+                "remaining_estimate": squash(remaining * float(enc.estimate[c.idx]), rs["remaining_estimate"]),
                 "is_gang": 1.0 if c.gang_size > 1 else 0.0,
             }
             values.extend(row[name] for name in _ROW_NAMES)

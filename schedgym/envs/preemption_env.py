@@ -6,28 +6,21 @@ The environment only translates: the rules live in :mod:`schedgym.sim` (see ``do
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from schedgym.decision import (
-    DecisionEncoder,
-    StepwiseDecision,
-    action_index,
-    check_action,
-    observation_size,
-    observation_table,
-)
+from schedgym.decision import StepwiseDecision, observation_size, observation_table
+from schedgym.decision.backend import DecisionBackend, NativeDecision, Reward, open_backend
 from schedgym.envs.config import EnvConfig
 from schedgym.envs.render import render_ansi, render_rgb
-from schedgym.errors import ConfigError, IllegalDecisionError, SchedGymError
+from schedgym.errors import ConfigError, SchedGymError
 from schedgym.sim.cluster import ClusterSpec, resolve_cluster
 from schedgym.sim.job import Job
-from schedgym.sim.native_engine import StepwiseNativeSimulator
-from schedgym.sim.policy import DECLINE, PreemptionRequest
-from schedgym.sim.simulator import SimConfig, Simulator, is_integer, select_engine
+from schedgym.sim.policy import PreemptionRequest
+from schedgym.sim.simulator import SimConfig, Simulator, is_integer
 from schedgym.workloads.trace import Workload
 
 
@@ -124,9 +117,9 @@ class PreemptionEnv(gym.Env):
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
 
-    # On the native engine, decisions run in C++ (StepwiseNativeSimulator, the same protocol with the same
-    # results); False runs schedgym.decision.stepwise on either engine (for tests).
-    _native_decisions = True
+    # "auto": the decision protocol in C++ on the native engine (NativeBackend, the same results); "python"
+    # runs schedgym.decision.stepwise on either engine (for tests: schedgym.decision.backend.open_backend).
+    _protocol: Literal["auto", "python"] = "auto"
 
     def __init__(self, config: EnvConfig | None = None, render_mode: str | None = None, **overrides: Any):
         if config is not None and not isinstance(config, EnvConfig):
@@ -152,19 +145,18 @@ class PreemptionEnv(gym.Env):
         m = self.config.max_candidates
         self.observation_space = spaces.Box(0.0, 1.0, shape=(observation_size(m),), dtype=np.float32)
         self.action_space = MaskedDiscrete(m + 1, mask_fn=self.action_masks)
-        self._weights = (self.config.te_weight, self.config.be_weight)
-        self.sim: Simulator | None = None
-        self._encoder: DecisionEncoder | None = None
-        self._decision: StepwiseDecision | None = None  # the Python protocol's decision in progress
-        self._core: Any = None  # on the native engine: the C++ protocol (schedgym.sim._engine.EnvCore)
-        self._done = True
-        self._ended = True
-        self._last_accrued = (0.0, 0.0)
-        self.n_decisions = 0
-        self.n_steps = 0
+        self.reward_config = Reward(
+            te_weight=self.config.te_weight,
+            be_weight=self.config.be_weight,
+            preemption_cost=self.config.preemption_cost,
+            bounded=self.config.reward != "slowdown",
+        )
+        self._backend: DecisionBackend | None = None
 
     # ------------------------------------------------------------------ Gymnasium API
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         if seed is not None:
             if not is_integer(seed) or seed < 0:
                 raise ConfigError(f"Expected seed to be an integer >= 0 or None, got {seed!r}")
@@ -174,199 +166,104 @@ class PreemptionEnv(gym.Env):
         super().reset(seed=seed)
         workload = self._draw_workload(options or {})
         self._workload = workload
-        self.sim = self._make_simulator(workload)
-        self._encoder = encoder = DecisionEncoder(
-            self.sim.capacity,
-            len(workload),
+        self._backend = open_backend(
+            self.cluster,
+            workload.table,
+            self.config.sim,
             max_candidates=self.config.max_candidates,
             estimate_noise=self.config.estimate_noise,
             rng=self.np_random,
+            protocol=self._protocol,
         )
-        self._decision = None
-        self._core = None
-        if isinstance(self.sim, StepwiseNativeSimulator):  # the protocol in C++, from the same encoder
-            enc = encoder
-            self._core = self.sim.begin_decisions(enc.max_candidates, enc.estimate, enc.scale, enc.total)
-        self._done = False  # the workload has drained
-        self._ended = False  # ... and a step has returned terminated=True
-        self._last_accrued = (0.0, 0.0)
-        self.n_decisions = 0
-        self.n_steps = 0
-        self._next_decision()
-        info = self._info(interval=self.sim.now, parts={"te_slowdown": 0.0, "be_slowdown": 0.0, "preemption": 0.0})
-        return self._observation(), info
+        info = self._info(interval=self.sim.now, parts=(0.0, 0.0, 0.0))
+        return self._backend.observe(), info
 
-    def step(self, action: Any):
-        if self.sim is None or self._ended:
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        backend = self._backend
+        if backend is None:
             raise SchedGymError("step() called on a finished episode (or before reset()); call reset() first")
-        decision, core = self._decision, self._core
-        n_preempted = 0
-        start = self.sim.now
-        pending = decision is not None if core is None else core.job >= 0
-        if not pending:  # an episode without any decision: this step only ends it
-            if action_index(action) != 0:
-                raise IllegalDecisionError(f"Action {action!r} is illegal: no decision is pending; legal: [0]")
-            self.n_steps += 1
-        elif core is not None:  # the native engine's protocol, in C++
-            n = self.sim.choose(check_action(action, core.n_rows))
-            self.n_steps += 1
-            if n >= 0:  # resolved (0: declined)
-                n_preempted = n
-                self._next_decision()
-        else:
-            assert decision is not None
-            plan = decision.choose(action)  # checks the action first
-            self.n_steps += 1
-            if plan is not None:
-                self.sim.resolve(plan)
-                n_preempted = len(plan.victims)
-                self._next_decision()
-        parts = self._reward_parts(n_preempted)
-        reward = parts["te_slowdown"] + parts["be_slowdown"] + parts["preemption"]
-        obs = self._observation()
-        info = self._info(interval=self.sim.now - start, parts=parts)
-        self._ended = self._done
-        return obs, float(reward), self._done, False, info
+        start = backend.sim.now
+        n_preempted = backend.step(action)  # checks the action first
+        parts = self.reward_config.parts(backend, n_preempted)
+        reward = parts[0] + parts[1] + parts[2]
+        info = self._info(interval=backend.sim.now - start, parts=parts)
+        return backend.observe(), float(reward), backend.done, False, info
 
     def action_masks(self) -> np.ndarray:
         """Legal actions of the current decision (bool, shape ``(max_candidates + 1,)``); 0 is always legal."""
-        if self._core is not None:
-            mask = np.empty(self.config.max_candidates + 1, dtype=bool)
-            self._core.mask(mask)
-            return mask
-        if self._decision is None:
+        if self._backend is None:
             mask = np.zeros(self.config.max_candidates + 1, dtype=bool)
             mask[0] = True
             return mask
-        return self._decision.mask()
+        return self._backend.mask()
 
     def render(self) -> str | np.ndarray | None:
         if self.render_mode is None:
             gym.logger.warn("render() called without a render_mode; pass render_mode='ansi' or 'rgb_array'")
             return None
-        if self.sim is None:
+        if self._backend is None:
             raise SchedGymError("render() called before reset()")
         if self.render_mode == "ansi":
             return render_ansi(self)
         return render_rgb(self)
 
-    # ------------------------------------------------------------------ decisions
+    # ------------------------------------------------------------------ the episode
+    @property
+    def backend(self) -> DecisionBackend:
+        """The episode's simulation and decision protocol (:mod:`schedgym.decision.backend`), built at reset."""
+        if self._backend is None:
+            raise SchedGymError("no episode yet: call reset() first")
+        return self._backend
+
+    @property
+    def sim(self) -> Simulator:
+        """The episode's simulator."""
+        return self.backend.sim
+
+    @property
+    def n_steps(self) -> int:
+        """Steps taken in this episode."""
+        return self._backend.n_steps if self._backend is not None else 0
+
+    @property
+    def n_decisions(self) -> int:
+        """Decisions offered in this episode so far."""
+        return self._backend.n_decisions if self._backend is not None else 0
+
     @property
     def pending_request(self) -> PreemptionRequest | None:
         """The simulator's request behind the current decision (None at the end of an episode)."""
-        if self._core is not None:
-            return self._native_sim.pending_request if self._core.job >= 0 else None
-        return self._decision.request if self._decision is not None else None
+        return self._backend.request if self._backend is not None else None
 
     @property
     def decision(self) -> StepwiseDecision | NativeDecision | None:
         """The decision in progress (rows, chosen victims, mask), or None at the end of an episode. On the native
-        engine, a read-only :class:`NativeDecision` (the protocol runs in C++)."""
-        if self._core is not None:
-            return NativeDecision(self) if self._core.job >= 0 else None
-        return self._decision
+        engine, a read-only :class:`~schedgym.decision.backend.NativeDecision` (the protocol runs in C++)."""
+        return self._backend.view() if self._backend is not None else None
 
     @property
     def candidate_rows(self) -> list[tuple[Job, int]]:
         """``(job, node)`` of each candidate row; action ``i`` preempts row ``i - 1``."""
-        if self._core is not None:
-            rows = self._core.rows()
-            jobs = self._native_sim.decision_jobs([i for i, _ in rows])
-            return [(job, node) for job, (_, node) in zip(jobs, rows, strict=True)]
-        return list(self._decision.rows) if self._decision is not None else []
+        return self._backend.rows() if self._backend is not None else []
 
     @property
     def chosen_victims(self) -> list[Job]:
-        if self._core is not None:
-            return self._native_sim.decision_jobs(self._core.chosen())
-        return list(self._decision.chosen) if self._decision is not None else []
+        return self._backend.chosen() if self._backend is not None else []
 
-    @property
-    def _native_sim(self) -> StepwiseNativeSimulator:
-        assert isinstance(self.sim, StepwiseNativeSimulator)
-        return self.sim
-
-    def _make_simulator(self, workload: Workload) -> Simulator:
-        config = self.config.sim
-        if self._native_decisions and select_engine(config.engine) == "native":
-            return StepwiseNativeSimulator(self.cluster, workload.table, config)
-        return Simulator(self.cluster, workload.table, config)
-
-    def _next_decision(self) -> None:
-        """Advance the simulator to the next request that offers a choice, or to the end."""
-        sim, encoder = self.sim, self._encoder
-        assert sim is not None and encoder is not None
-        if self._core is not None:
-            if sim.next_decision():
-                self.n_decisions += 1
-            else:
-                self._done = True
-            return
-        while (request := sim.advance()) is not None:
-            decision = encoder.begin(request)
-            if decision.offers_choice:
-                self._decision = decision
-                self.n_decisions += 1
-                return
-            sim.resolve(DECLINE)  # no victim can make room: no choice to offer
-        self._decision = None
-        self._done = True
-
-    # ------------------------------------------------------------------ observation, reward, info
-    def _reward_parts(self, n_preempted: int) -> dict[str, float]:
-        sim = self.sim
-        assert sim is not None
-        acc = sim.accrued if self.config.reward == "slowdown" else sim.accrued_bounded
-        te, be = acc[0] - self._last_accrued[0], acc[1] - self._last_accrued[1]
-        self._last_accrued = (acc[0], acc[1])
-        return {
-            "te_slowdown": -self._weights[0] * te,
-            "be_slowdown": -self._weights[1] * be,
-            "preemption": -self.config.preemption_cost * n_preempted,
-        }
-
-    def _info(self, interval: float, parts: dict[str, float]) -> dict[str, Any]:
-        sim = self.sim
-        assert sim is not None
-        core = self._core
-        if core is not None:
-            job = core.job
-            te_job = self._workload.table.job_ids[job] if job >= 0 else None
-            n_candidates = core.n_rows
-        else:
-            req = self.pending_request
-            te_job = req.job.job_id if req is not None else None
-            n_candidates = len(self._decision.rows) if self._decision is not None else 0
+    # ------------------------------------------------------------------ info
+    def _info(self, interval: float, parts: tuple[float, float, float]) -> dict[str, Any]:
+        backend = self.backend
+        sim = backend.sim
         return {
             "sim_time": sim.now,
             "interval": interval,
-            "action_mask": self.action_masks(),
-            "reward_parts": dict(parts),
-            "te_job": te_job,
-            "n_candidates": n_candidates,
-            "decisions": self.n_decisions,
+            "action_mask": backend.mask(),
+            "reward_parts": {"te_slowdown": parts[0], "be_slowdown": parts[1], "preemption": parts[2]},
+            "te_job": backend.job_name(),
+            "n_candidates": backend.n_rows,
+            "decisions": backend.n_decisions,
             "preemptions": sim.n_preemptions,
         }
-
-    def _observation(self) -> np.ndarray:
-        if self._core is not None:
-            obs = np.empty(self._core.observation_size, dtype=np.float32)
-            self._core.observe(obs)
-            return obs
-        if self._decision is None:
-            assert self._encoder is not None
-            return self._encoder.empty_observation()
-        return self._decision.observe()
-
-    # ------------------------------------------------------------------ copying
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_core"] = None  # a C++ object: the simulator rebuilds it (see StepwiseNativeSimulator)
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._core = self.sim.core if isinstance(self.sim, StepwiseNativeSimulator) else None
 
     # ------------------------------------------------------------------ workloads
     def _draw_workload(self, options: dict[str, Any]) -> Workload:
@@ -397,54 +294,6 @@ class PreemptionEnv(gym.Env):
             if "workload_seed" in options:
                 return source.seeded(options["workload_seed"], self.cluster)
         return source.episode(self.np_random, self.cluster, split=self.config.split)
-
-
-class NativeDecision:
-    """The decision in progress of a :class:`PreemptionEnv` on the native engine, where the protocol of
-    :class:`~schedgym.decision.StepwiseDecision` runs in C++: the same read-only view (``request``, ``rows``,
-    ``chosen``, ``targets``, ``offers_choice``, :meth:`mask`, :meth:`observe`, :meth:`check`). Act through
-    ``env.step``."""
-
-    __slots__ = ("_env",)
-
-    def __init__(self, env: PreemptionEnv) -> None:
-        self._env = env
-
-    @property
-    def encoder(self) -> DecisionEncoder | None:
-        return self._env._encoder
-
-    @property
-    def request(self) -> PreemptionRequest | None:
-        return self._env.pending_request
-
-    @property
-    def rows(self) -> list[tuple[Job, int]]:
-        return self._env.candidate_rows
-
-    @property
-    def chosen(self) -> list[Job]:
-        return self._env.chosen_victims
-
-    @property
-    def targets(self) -> list[int]:
-        core = self._env._core
-        return list(core.targets()) if core is not None else []
-
-    @property
-    def offers_choice(self) -> bool:
-        core = self._env._core
-        return core is not None and core.n_rows > 0
-
-    def mask(self) -> np.ndarray:
-        return self._env.action_masks()
-
-    def observe(self) -> np.ndarray:
-        return self._env._observation()
-
-    def check(self, action: object) -> int:
-        core = self._env._core
-        return check_action(action, core.n_rows if core is not None else 0)
 
 
 # The observation table of the docstring comes from the one schema (schedgym.decision.features).

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -42,11 +42,11 @@ class IllegalActionAsWait(gym.Wrapper):
         super().__init__(env)
         self.n_illegal = 0
 
-    def reset(self, **kwargs: Any):
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         self.n_illegal = 0
         return self.env.reset(**kwargs)
 
-    def step(self, action: Any):
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         mask = self.env.unwrapped.action_masks()  # type: ignore[attr-defined]
         a = action_index(action)  # not an integer (True, 1.5, inf): IllegalDecisionError, not a wait
         illegal = not (0 <= a < len(mask) and mask[a])

@@ -9,6 +9,8 @@ from numpy.typing import NDArray
 
 ENGINE_VERSION: int = ...
 
+FEATURE_INDEX: dict = ...
+
 class Engine:
     """
     One simulation: the rules of docs/semantics.md, with the same results as the Python engine (schedgym.sim.python_engine).
@@ -138,9 +140,9 @@ class EnvCore:
     The victim-by-victim decision protocol of schedgym.decision.stepwise on an Engine's state (PreemptionEnv's native path): the same rows, plans and observations, computed in C++.
     """
 
-    def __init__(self, engine: object, max_candidates: int, estimate: Annotated[NDArray[numpy.float64], dict(order='C', device='cpu', writable=False)], scale: Annotated[NDArray[numpy.float64], dict(order='C', device='cpu', writable=False)], total: Annotated[NDArray[numpy.float64], dict(order='C', device='cpu', writable=False)]) -> None:
+    def __init__(self, engine: object, max_candidates: int, estimate: Annotated[NDArray[numpy.float64], dict(order='C', device='cpu', writable=False)], scale: Annotated[NDArray[numpy.float64], dict(order='C', device='cpu', writable=False)], total: Annotated[NDArray[numpy.float64], dict(order='C', device='cpu', writable=False)], head_scale: Annotated[NDArray[numpy.float64], dict(order='C', device='cpu', writable=False)], row_scale: Annotated[NDArray[numpy.float64], dict(order='C', device='cpu', writable=False)]) -> None:
         """
-        engine: the Engine to drive (nothing else may drive it meanwhile); estimate: one float64 factor per job (DecisionEncoder.estimate); scale, total: DecisionEncoder.scale and .total (3 values each).
+        engine: the Engine to drive (nothing else may drive it meanwhile); estimate: one float64 factor per job (DecisionEncoder.estimate); scale, total: DecisionEncoder.scale and .total (3 values each); head_scale, row_scale: the features' declared scales (schedgym.decision.features.feature_scales, 0 where none).
         """
 
     def next_decision(self) -> bool:

@@ -472,8 +472,8 @@ class NativeSimulator(Simulator):
 class StepwiseNativeSimulator(NativeSimulator):
     """A native simulation whose requests are decided victim by victim in C++: the protocol of
     :mod:`schedgym.decision.stepwise` (``EnvCore``, ``schedgym/sim/native/decision.cpp``) on the engine's state,
-    with the same rows, plans and observations. :class:`~schedgym.envs.PreemptionEnv` runs on it when the
-    native engine is selected.
+    with the same rows, plans and observations. :class:`~schedgym.decision.backend.NativeBackend` (what the
+    environment runs on when the native engine is selected) drives it.
 
     After :meth:`begin_decisions`, drive it with :meth:`next_decision` and :meth:`choose` (read the decision
     from :attr:`core`); :attr:`pending_request` is built only when asked for. The rest of the
@@ -482,13 +482,19 @@ class StepwiseNativeSimulator(NativeSimulator):
     """
 
     _core: Any = None
-    _core_args: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None
+    _core_args: tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def begin_decisions(
-        self, max_candidates: int, estimate: np.ndarray, scale: Sequence[float], total: Sequence[float]
+        self,
+        max_candidates: int,
+        estimate: np.ndarray,
+        scale: Sequence[float],
+        total: Sequence[float],
+        head_scale: Sequence[float],
+        row_scale: Sequence[float],
     ) -> Any:
-        """Build the decision core (``DecisionEncoder``'s ``max_candidates``, ``estimate``, ``scale`` and
-        ``total``) and return it."""
+        """Build the decision core (``DecisionEncoder``'s ``max_candidates``, ``estimate``, ``scale``, ``total``
+        and the features' declared scales, ``head_scale`` and ``row_scale``) and return it."""
         from schedgym.sim import _engine
 
         args = (
@@ -496,6 +502,8 @@ class StepwiseNativeSimulator(NativeSimulator):
             np.ascontiguousarray(estimate, dtype=np.float64),
             np.ascontiguousarray(scale, dtype=np.float64),
             np.ascontiguousarray(total, dtype=np.float64),
+            np.ascontiguousarray(head_scale, dtype=np.float64),
+            np.ascontiguousarray(row_scale, dtype=np.float64),
         )
         self._core = _engine.EnvCore(self._engine, *args)
         self._core_args = args

@@ -174,7 +174,7 @@ void BatchStepper::step_one(int i) {
       if (core.next_decision()) ++buf_.decisions[i];
     }
   }
-  // PreemptionEnv._reward_parts: the slowdown accrued since the previous step, by class, and the preemptions.
+  // schedgym.decision.backend.Reward.parts: the slowdown accrued since the previous step, by class, and the preemptions.
   const double* acc = reward_.bounded ? e.accrued_bounded() : e.accrued();
   double* last = buf_.last_accrued + 2 * row;
   const double te = acc[0] - last[0], be = acc[1] - last[1];

@@ -25,7 +25,7 @@
 
 namespace schedgym {
 
-// The reward settings of EnvConfig a step needs (PreemptionEnv._reward_parts).
+// The reward settings of EnvConfig a step needs (schedgym.decision.backend.Reward).
 struct RewardConfig {
   double te_weight = 1.0;
   double be_weight = 1.0;

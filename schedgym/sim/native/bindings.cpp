@@ -193,7 +193,7 @@ using F32Out = nb::ndarray<float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 using BoolOut = nb::ndarray<bool, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 
 void init_env_core(PyEnvCore* self, nb::handle engine, int64_t max_candidates, F64In estimate, F64In scale,
-                   F64In total) {
+                   F64In total, F64In head_scale, F64In row_scale) {
   if (!nb::isinstance<PyEngine>(engine)) throw nb::type_error("Expected engine to be a schedgym.sim._engine.Engine");
   PyEngine* pe = nb::inst_ptr<PyEngine>(engine);
   if (max_candidates < 1 || max_candidates > (1 << 20))
@@ -201,12 +201,18 @@ void init_env_core(PyEnvCore* self, nb::handle engine, int64_t max_candidates, F
   if (estimate.ndim() != 1) throw std::invalid_argument("Expected estimate to be one-dimensional");
   if (scale.ndim() != 1 || scale.shape(0) != 3 || total.ndim() != 1 || total.shape(0) != 3)
     throw std::invalid_argument("Expected scale and total to have shape (3,)");
+  // The declaration in schedgym.decision.features and this build must agree on the layout.
+  if (head_scale.ndim() != 1 || head_scale.shape(0) != schedgym::OBS_HEAD || row_scale.ndim() != 1 ||
+      row_scale.shape(0) != schedgym::OBS_ROW)
+    throw std::invalid_argument("Expected head_scale and row_scale of shapes (" + std::to_string(schedgym::OBS_HEAD) +
+                                ",) and (" + std::to_string(schedgym::OBS_ROW) +
+                                ",): the features of schedgym.decision.features, as this engine was built with");
   std::vector<double> est(estimate.data(), estimate.data() + estimate.shape(0));
   std::unique_ptr<EnvCore> core;
   {
     std::lock_guard<std::mutex> lock(pe->mu);
     core = std::make_unique<EnvCore>(pe->engine.get(), static_cast<int>(max_candidates), std::move(est), scale.data(),
-                                     total.data());
+                                     total.data(), head_scale.data(), row_scale.data());
   }
   new (self) PyEnvCore();
   self->engine_obj = nb::borrow<nb::object>(engine);
@@ -290,6 +296,24 @@ nb::list to_list(const std::vector<T>& v) {
 NB_MODULE(_engine, m) {
   m.doc() = "schedgym's native simulation engine";
   m.attr("ENGINE_VERSION") = schedgym::ENGINE_VERSION;
+  {
+    // Where EnvCore's observe() applies the declared scales (decision.hpp), for a test to check against
+    // schedgym.decision.features.
+    namespace f = schedgym::feature;
+    nb::dict head, row;
+    head["wait"] = f::WAIT;
+    head["duration_estimate"] = f::DURATION_ESTIMATE;
+    head["queued_te"] = f::QUEUED_TE;
+    head["queued_be"] = f::QUEUED_BE;
+    head["running_be"] = f::RUNNING_BE;
+    row["grace_period"] = f::GRACE_PERIOD;
+    row["elapsed"] = f::ELAPSED;
+    row["remaining_estimate"] = f::REMAINING_ESTIMATE;
+    nb::dict index;
+    index["head"] = head;
+    index["row"] = row;
+    m.attr("FEATURE_INDEX") = index;
+  }
 
   nb::class_<PyEngine>(m, "Engine",
                        "One simulation: the rules of docs/semantics.md, with the same results as the Python engine "
@@ -519,8 +543,10 @@ NB_MODULE(_engine, m) {
                         "The victim-by-victim decision protocol of schedgym.decision.stepwise on an Engine's state "
                         "(PreemptionEnv's native path): the same rows, plans and observations, computed in C++.")
       .def("__init__", &init_env_core, "engine"_a, "max_candidates"_a, "estimate"_a, "scale"_a, "total"_a,
+           "head_scale"_a, "row_scale"_a,
            "engine: the Engine to drive (nothing else may drive it meanwhile); estimate: one float64 factor per job "
-           "(DecisionEncoder.estimate); scale, total: DecisionEncoder.scale and .total (3 values each).")
+           "(DecisionEncoder.estimate); scale, total: DecisionEncoder.scale and .total (3 values each); head_scale, "
+           "row_scale: the features' declared scales (schedgym.decision.features.feature_scales, 0 where none).")
       .def(
           "next_decision",
           [](PyEnvCore& s) {

@@ -35,7 +35,7 @@ bool contains(const std::vector<T>& v, T x) {
 }  // namespace
 
 EnvCore::EnvCore(Engine* engine, int max_candidates, std::vector<double> estimate, const double* scale,
-                 const double* total)
+                 const double* total, const double* head_scale, const double* row_scale)
     : engine_(engine), max_candidates_(max_candidates), estimate_(std::move(estimate)) {
   if (engine_ == nullptr) throw std::invalid_argument("EnvCore needs an engine");
   if (max_candidates < 1) throw std::invalid_argument("Expected max_candidates >= 1, got " + std::to_string(max_candidates));
@@ -46,6 +46,8 @@ EnvCore::EnvCore(Engine* engine, int max_candidates, std::vector<double> estimat
     scale_[r] = scale[r];
     total_[r] = total[r];
   }
+  std::copy(head_scale, head_scale + OBS_HEAD, head_scale_);
+  std::copy(row_scale, row_scale + OBS_ROW, row_scale_);
   n_nodes_ = engine_->n_nodes();
   cand_.resize(n_nodes_);
   room_.assign(3 * static_cast<size_t>(n_nodes_), 0.0);
@@ -343,8 +345,8 @@ void EnvCore::observe(float* out) const {
   *o++ = clip01(d[1] / sc);
   *o++ = clip01(d[2] / sm);
   *o++ = clip01(static_cast<double>(e.gang(job_)) / static_cast<double>(n_nodes_));
-  *o++ = clip01(squash(now - e.submit(job_), 600.0));
-  *o++ = clip01(squash(e.duration(job_) * estimate_[job_], 600.0));
+  *o++ = clip01(squash(now - e.submit(job_), head_scale_[feature::WAIT]));
+  *o++ = clip01(squash(e.duration(job_) * estimate_[job_], head_scale_[feature::DURATION_ESTIMATE]));
   *o++ = clip01(py_min(1.0, static_cast<double>(n_chosen) / static_cast<double>(max_candidates_)));
   *o++ = clip01(n_chosen ? 1.0 : 0.0);
   *o++ = clip01(missing[0]);
@@ -357,9 +359,9 @@ void EnvCore::observe(float* out) const {
   *o++ = clip01(held[0] / tg);
   *o++ = clip01(held[1] / tc);
   *o++ = clip01(held[2] / tm);
-  *o++ = clip01(squash(q_te, 10.0));
-  *o++ = clip01(squash(q_be, 100.0));
-  *o++ = clip01(py_min(1.0, static_cast<double>(n_be_) / (8.0 * n_nodes_)));
+  *o++ = clip01(squash(q_te, head_scale_[feature::QUEUED_TE]));
+  *o++ = clip01(squash(q_be, head_scale_[feature::QUEUED_BE]));
+  *o++ = clip01(py_min(1.0, static_cast<double>(n_be_) / (head_scale_[feature::RUNNING_BE] * n_nodes_)));
   // CANDIDATE_FEATURES, one row per candidate
   const double cap_p = static_cast<double>(std::max<int64_t>(e.max_preemptions(), 1));
   const std::vector<double>& run_start = e.run_start();
@@ -379,10 +381,10 @@ void EnvCore::observe(float* out) const {
     *o++ = clip01(r[1] / sc);
     *o++ = clip01(r[2] / sm);
     *o++ = covers3(r[0] + cd[0], r[1] + cd[1], r[2] + cd[2], d) ? 1.0f : 0.0f;
-    *o++ = clip01(squash(e.grace(c), 60.0));
-    *o++ = clip01(squash(elapsed, 3600.0));
+    *o++ = clip01(squash(e.grace(c), row_scale_[feature::GRACE_PERIOD]));
+    *o++ = clip01(squash(elapsed, row_scale_[feature::ELAPSED]));
     *o++ = clip01(py_min(1.0, static_cast<double>(preemptions[c]) / cap_p));
-    *o++ = clip01(squash(remaining * estimate_[c], 3600.0));
+    *o++ = clip01(squash(remaining * estimate_[c], row_scale_[feature::REMAINING_ESTIMATE]));
     *o++ = e.gang(c) > 1 ? 1.0f : 0.0f;
   }
 }

@@ -2,7 +2,7 @@
 // PreemptionEnv runs on every step, without building Python requests, Job records or observation lists.
 //
 // schedgym/decision/stepwise.py is the specification. EnvCore mirrors DecisionEncoder + StepwiseDecision (and
-// PreemptionEnv._next_decision) method for method: the same candidate rows in the same order, the same plans
+// DecisionBackend._next_decision) method for method: the same candidate rows in the same order, the same plans
 // (gang picking order included), and an observation computed with the same float64 operations in the same
 // order, cast to float32 at the end and clipped to [0, 1], so that both give bit-identical observations.
 //
@@ -21,15 +21,25 @@ namespace schedgym {
 constexpr int OBS_HEAD = 20;
 constexpr int OBS_ROW = 13;
 
+// Where observe() uses a feature's declared scale: positions in the head and within a candidate row. The
+// scales themselves are not written here: EnvCore takes them from schedgym.decision.features at construction.
+// Exported as schedgym.sim._engine.FEATURE_INDEX; a test checks these positions against the declaration.
+namespace feature {
+constexpr int WAIT = 4, DURATION_ESTIMATE = 5, QUEUED_TE = 17, QUEUED_BE = 18, RUNNING_BE = 19;
+constexpr int GRACE_PERIOD = 8, ELAPSED = 9, REMAINING_ESTIMATE = 11;
+}  // namespace feature
+
 class EnvCore {
  public:
   // `engine` must outlive this object. `estimate` has one factor per job; `scale` and `total` three values
-  // each (DecisionEncoder.scale and .total). Throws std::invalid_argument for sizes that do not match.
+  // each (DecisionEncoder.scale and .total); `head_scale` OBS_HEAD and `row_scale` OBS_ROW values, the features'
+  // declared scales (schedgym.decision.features.feature_scales). Throws std::invalid_argument for sizes that do
+  // not match.
   EnvCore(Engine* engine, int max_candidates, std::vector<double> estimate, const double* scale,
-          const double* total);
+          const double* total, const double* head_scale, const double* row_scale);
 
   // ---------------------------------------------------------------- driving
-  // PreemptionEnv._next_decision: advance the engine to the next request that offers a choice (true), declining
+  // DecisionBackend._next_decision: advance the engine to the next request that offers a choice (true), declining
   // those that offer none, or to the end of the workload (false).
   bool next_decision();
   // StepwiseDecision.choose plus the resolve: 0 declines; i >= 1 chooses row i-1. Returns the number of victims
@@ -75,6 +85,7 @@ class EnvCore {
   int max_candidates_;
   std::vector<double> estimate_;
   double scale_[3], total_[3];
+  double head_scale_[OBS_HEAD], row_scale_[OBS_ROW];
   int n_nodes_;
 
   // The request being decided (the engine's state does not change until it is resolved).
