@@ -8,7 +8,7 @@ and agents in ``agents``.
 Importing schedgym registers the environments with Gymnasium (see :data:`ENV_IDS`).
 """
 
-from gymnasium.envs.registration import register, registry
+from gymnasium.envs import registration as _gym_registration
 
 from schedgym.errors import SchedGymError
 
@@ -27,8 +27,9 @@ ENV_IDS: dict[str, tuple[dict, int]] = {
 }
 
 for _id, (_kwargs, _steps) in ENV_IDS.items():
-    if _id not in registry:  # importing twice (or reloading) must not register twice
-        register(
+    # (gymnasium's registry by its module: a name `registry` here would hide the submodule schedgym.registry)
+    if _id not in _gym_registration.registry:  # importing twice (or reloading) must not register twice
+        _gym_registration.register(
             id=_id,
             entry_point="schedgym.envs.preemption_env:PreemptionEnv",
             vector_entry_point="schedgym.envs.vector_env:PreemptionVectorEnv",

@@ -87,8 +87,8 @@ N_HEAD = len(JOB_FEATURES) + len(CLUSTER_FEATURES)
 
 
 def observation_size(max_candidates: int) -> int:
-    """Length of the flat observation vector."""
-    return N_HEAD + len(CANDIDATE_FEATURES) * max_candidates
+    """Length of the flat observation vector (from the tuples as they stand)."""
+    return len(JOB_FEATURES) + len(CLUSTER_FEATURES) + len(CANDIDATE_FEATURES) * max_candidates
 
 
 def feature_scales() -> dict[str, tuple[float, ...]]:

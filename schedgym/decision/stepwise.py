@@ -26,22 +26,12 @@ from typing import SupportsIndex, cast
 
 import numpy as np
 
-from schedgym.decision.features import (
-    CANDIDATE_FEATURES,
-    CLUSTER_FEATURES,
-    JOB_FEATURES,
-    N_HEAD,
-    feature_scales,
-    observation_size,
-    squash,
-)
+from schedgym.decision import features
+from schedgym.decision.features import N_HEAD, feature_scales, observation_size, squash
 from schedgym.errors import ConfigError, IllegalDecisionError
 from schedgym.sim.job import Job
 from schedgym.sim.policy import DECLINE, PreemptionPlan, PreemptionRequest
 from schedgym.sim.resources import covers, fits_on
-
-_HEAD_NAMES = tuple(f.name for f in JOB_FEATURES) + tuple(f.name for f in CLUSTER_FEATURES)
-_ROW_NAMES = tuple(f.name for f in CANDIDATE_FEATURES)
 
 
 class DecisionEncoder:
@@ -77,9 +67,12 @@ class DecisionEncoder:
         self.size = observation_size(self.max_candidates)
         # The features' normalisers, from their one declaration (schedgym.decision.features); the native
         # decision core is built with the same values (StepwiseNativeSimulator.begin_decisions).
+        # Read here, not at import, so that the layout is the declaration's as it stands.
+        self.head_names = tuple(f.name for f in (*features.JOB_FEATURES, *features.CLUSTER_FEATURES))
+        self.row_names = tuple(f.name for f in features.CANDIDATE_FEATURES)
         scales = feature_scales()
-        self.head_scale: dict[str, float] = dict(zip(_HEAD_NAMES, scales["head"], strict=True))
-        self.row_scale: dict[str, float] = dict(zip(_ROW_NAMES, scales["row"], strict=True))
+        self.head_scale: dict[str, float] = dict(zip(self.head_names, scales["head"], strict=True))
+        self.row_scale: dict[str, float] = dict(zip(self.row_names, scales["row"], strict=True))
 
     @classmethod
     def for_run(
@@ -275,7 +268,7 @@ class StepwiseDecision:
             "queued_be": squash(q_be, hs["queued_be"]),
             "running_be": min(1.0, n_be / (hs["running_be"] * enc.n_nodes)),
         }
-        values = [head[name] for name in _HEAD_NAMES]
+        values = [head[name] for name in enc.head_names]  # KeyError: a feature declared, not computed
         cap_p = max(req.max_preemptions, 1)
         for c, n in self.rows:
             r = self._room_on(room, n)
@@ -297,7 +290,7 @@ class StepwiseDecision:
                 "remaining_estimate": squash(remaining * float(enc.estimate[c.idx]), rs["remaining_estimate"]),
                 "is_gang": 1.0 if c.gang_size > 1 else 0.0,
             }
-            values.extend(row[name] for name in _ROW_NAMES)
+            values.extend(row[name] for name in enc.row_names)
         obs[: len(values)] = values
         np.clip(obs, 0.0, 1.0, out=obs)  # float noise in resource sums must not leave the Box
         return obs
