@@ -120,7 +120,10 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
             infos = self._add_info(infos, info, i)
         self._autoreset[:] = False
         self._steps[:] = 0
-        self._batch = self._open_batch()
+        if self._batch is None:
+            self._batch = self._open_batch()
+        else:  # the same batch (its threads) for the new episodes, unless one needs another kind
+            self._synced_batch()
         return np.stack(observations), infos
 
     def reset_sub_env(
