@@ -15,6 +15,12 @@ class ConfigError(SchedGymError, ValueError):
     """A configuration value is out of range or of the wrong kind."""
 
 
+class UnknownArgumentError(ConfigError, TypeError):
+    """A keyword argument nobody takes. A ``TypeError`` too, worded as Python words it ("got an unexpected
+    keyword argument"), because clients probe with it: TorchRL's ``GymEnv`` retries without ``frameskip``
+    only on such a ``TypeError``."""
+
+
 class TraceError(SchedGymError, ValueError):
     """A trace or cluster file is malformed; the message names file, line, column and value."""
 

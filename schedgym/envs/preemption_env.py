@@ -16,7 +16,7 @@ from schedgym.decision import StepwiseDecision, observation_size, observation_ta
 from schedgym.decision.backend import DecisionBackend, NativeDecision, Reward, open_backend
 from schedgym.envs.config import EnvConfig
 from schedgym.envs.render import render_ansi, render_rgb
-from schedgym.errors import ConfigError, SchedGymError
+from schedgym.errors import ConfigError, SchedGymError, UnknownArgumentError
 from schedgym.sim.cluster import ClusterSpec, resolve_cluster
 from schedgym.sim.job import Job
 from schedgym.sim.policy import PreemptionRequest
@@ -37,6 +37,22 @@ class MaskedDiscrete(spaces.Discrete):
         if mask is None and probability is None and self._mask_fn is not None:
             mask = self._mask_fn().astype(np.int8)
         return super().sample(mask=mask, probability=probability)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled or copied alone, the space is a plain Discrete of the same size and generator state: the
+        # mask function would drag the environment and its simulation along (into every saved SB3 model), and
+        # loading it would need schedgym's internals. The environment re-binds its own space when it is
+        # copied (PreemptionEnv.__setstate__).
+        state = {k: v for k, v in self.__dict__.items() if k != "_mask_fn"}
+        return (spaces.Discrete, (int(self.n),), state)
+
+    @classmethod
+    def bound_to(cls, space: spaces.Discrete, mask_fn: Any) -> MaskedDiscrete:
+        """``space`` (size, start, generator state) as a masked space sampling from ``mask_fn``."""
+        masked = cls.__new__(cls)
+        masked.__dict__.update(space.__dict__)
+        masked._mask_fn = mask_fn
+        return masked
 
 
 class PreemptionEnv(gym.Env):
@@ -59,7 +75,8 @@ class PreemptionEnv(gym.Env):
     the feasible nodes in node order, each node's candidates by job index; rows beyond ``max_candidates``
     are cut from the end of that order, so every feasible node keeps its first candidates. Legal actions:
     0 and the rows present. ``action_masks()`` (read by sb3-contrib's MaskablePPO) and
-    ``info["action_mask"]`` give them; ``action_space.sample()`` draws only legal ones; an illegal action
+    ``info["action_mask"]`` give them; ``action_space.sample()`` draws only legal ones (the space pickles and
+    copies alone as a plain ``Discrete``, so saved models hold no schedgym object); an illegal action
     raises :class:`~schedgym.errors.IllegalDecisionError` naming it and the legal set. An action is an int,
     a numpy integer (or 0-d integer array) or a float equal to an integer; a bool, ``1.5``, ``inf``, NaN, a
     string or a sequence raises the same error (:func:`schedgym.decision.action_index`).
@@ -98,7 +115,8 @@ class PreemptionEnv(gym.Env):
     ## Arguments
     ``PreemptionEnv(config=None, render_mode=None, **overrides)``: ``config`` is an
     :class:`~schedgym.envs.EnvConfig`; keyword overrides replace its fields (``gymnasium.make(id,
-    n_jobs=1000)``); the simulator's rules are the field ``sim`` (a :class:`~schedgym.sim.SimConfig` or a
+    n_jobs=1000)``), and an unknown one raises a ``TypeError`` ("got an unexpected keyword argument", as
+    Python words it; also a :class:`~schedgym.errors.SchedGymError`); the simulator's rules are the field ``sim`` (a :class:`~schedgym.sim.SimConfig` or a
     dict of its fields: ``gymnasium.make(id, sim={"max_preemptions": 2})``). ``render_mode``: ``"ansi"``
     (text: nodes, queue, the decision) or ``"rgb_array"`` (node occupancy image).
 
@@ -129,7 +147,11 @@ class PreemptionEnv(gym.Env):
         if unknown:
             sim_fields = sorted(set(unknown) & set(SimConfig.__dataclass_fields__))
             hint = f" (simulator rules go in sim={{...}}: sim={{{sim_fields[0]!r}: ...}})" if sim_fields else ""
-            raise ConfigError(f"Unknown PreemptionEnv arguments {unknown}; expected fields of EnvConfig{hint}")
+            others = f" (unknown: {unknown})" if len(unknown) > 1 else ""
+            raise UnknownArgumentError(
+                f"PreemptionEnv.__init__() got an unexpected keyword argument {unknown[0]!r}{others}; expected "
+                f"fields of EnvConfig{hint}"
+            )
         self.config = replace(base, **overrides) if overrides else base
         if render_mode is not None and (
             not isinstance(render_mode, str) or render_mode not in self.metadata["render_modes"]
@@ -249,6 +271,14 @@ class PreemptionEnv(gym.Env):
     @property
     def chosen_victims(self) -> list[Job]:
         return self._backend.chosen() if self._backend is not None else []
+
+    # ------------------------------------------------------------------ copying
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        # The action space was pickled as a plain Discrete (MaskedDiscrete.__reduce__): bind it to this copy.
+        plain = self.action_space
+        assert isinstance(plain, spaces.Discrete)
+        self.action_space = MaskedDiscrete.bound_to(plain, self.action_masks)
 
     # ------------------------------------------------------------------ info
     def _info(self, interval: float, parts: tuple[float, float, float]) -> dict[str, Any]:
