@@ -11,6 +11,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium import spaces
+from gymnasium.vector import AutoresetMode
 
 import schedgym  # noqa: F401  (registers the environments)
 from schedgym.envs import PreemptionEnv
@@ -98,3 +99,84 @@ def test_a_saved_sb3_model_holds_no_schedgym_object():
     loaded = save_util.json_to_data(text)
     assert loaded["action_space"] == spaces.Discrete(env.action_space.n)
     assert np.array_equal(loaded["observation_space"].high, env.observation_space.high)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 3. The vector environment's three autoreset modes, in lockstep with Gymnasium's own SyncVectorEnv
+
+
+class _Truncate(gym.Wrapper):
+    """The vector environment's truncation rule: after ``limit`` steps, unless the episode terminated."""
+
+    def __init__(self, env: gym.Env, limit: int | None):
+        super().__init__(env)
+        self.limit, self.t = limit, 0
+
+    def reset(self, **kwargs):
+        self.t = 0
+        return self.env.reset(**kwargs)
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.t += 1
+        return obs, reward, terminated, self.limit is not None and self.t >= self.limit and not terminated, info
+
+
+def _same(got, expected, where: str) -> None:
+    if isinstance(expected, tuple):
+        assert len(got) == len(expected), where
+        for i, (g, e) in enumerate(zip(got, expected, strict=True)):
+            _same(g, e, f"{where} [{i}]")
+    elif isinstance(expected, dict):
+        assert list(got) == list(expected), where
+        for key in expected:
+            _same(got[key], expected[key], f"{where}, {key}")
+    else:
+        got, expected = np.asarray(got), np.asarray(expected)
+        assert got.dtype == expected.dtype and got.shape == expected.shape, where
+        if expected.dtype == object and any(isinstance(e, np.ndarray) for e in expected):  # final_obs
+            for i, (g, e) in enumerate(zip(got, expected, strict=True)):
+                assert (g is None) == (e is None), f"{where}[{i}]"
+                if e is not None:
+                    _same(g, e, f"{where}[{i}]")
+        else:
+            assert got.tolist() == expected.tolist(), where
+
+
+MODES = {"next-step": AutoresetMode.NEXT_STEP, "same-step": AutoresetMode.SAME_STEP, "disabled": AutoresetMode.DISABLED}
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("limit", [None, 7])
+def test_every_autoreset_mode_steps_as_gymnasiums_sync_vector_env(mode, limit):
+    from gymnasium.vector import SyncVectorEnv
+
+    kwargs = {"n_jobs": 60, "max_candidates": 4}
+    n = 3
+    # (the vector entry point takes its arguments as keywords: Gymnasium refuses vector_kwargs there)
+    venv = gym.make_vec(ID, num_envs=n, vectorization_mode="vector_entry_point", autoreset_mode=mode, **kwargs)
+    venv.unwrapped.max_episode_steps = limit
+    ref = SyncVectorEnv(
+        [lambda: _Truncate(PreemptionEnv(**kwargs), limit) for _ in range(n)], autoreset_mode=MODES[mode]
+    )
+    assert venv.metadata["autoreset_mode"] == ref.metadata["autoreset_mode"] == MODES[mode]
+    _same(venv.reset(seed=3), ref.reset(seed=3), "reset")
+    rng = np.random.default_rng(0)
+    ends = 0
+    for t in range(150):
+        masks = np.stack([e.unwrapped.action_masks() for e in ref.envs])
+        actions = np.array([rng.choice(np.flatnonzero(m)) for m in masks])
+        got, expected = venv.step(actions), ref.step(actions)
+        _same(got, expected, f"step {t}")
+        ended = got[2] | got[3]
+        ends += int(ended.sum())
+        if mode == "disabled" and ended.any():
+            with pytest.raises(SchedGymError, match="reset_mask"):
+                venv.step(actions)
+            _same(venv.reset(options={"reset_mask": ended}), ref.reset(options={"reset_mask": ended}), f"mask {t}")
+    assert ends >= 5, "the test should cross several episode ends"
+
+
+def test_an_unknown_autoreset_mode_is_refused():
+    with pytest.raises(SchedGymError, match="autoreset_mode"):
+        gym.make_vec(ID, num_envs=2, vectorization_mode="vector_entry_point", autoreset_mode="x")

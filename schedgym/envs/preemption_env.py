@@ -116,9 +116,10 @@ class PreemptionEnv(gym.Env):
     ``PreemptionEnv(config=None, render_mode=None, **overrides)``: ``config`` is an
     :class:`~schedgym.envs.EnvConfig`; keyword overrides replace its fields (``gymnasium.make(id,
     n_jobs=1000)``), and an unknown one raises a ``TypeError`` ("got an unexpected keyword argument", as
-    Python words it; also a :class:`~schedgym.errors.SchedGymError`); the simulator's rules are the field ``sim`` (a :class:`~schedgym.sim.SimConfig` or a
-    dict of its fields: ``gymnasium.make(id, sim={"max_preemptions": 2})``). ``render_mode``: ``"ansi"``
-    (text: nodes, queue, the decision) or ``"rgb_array"`` (node occupancy image).
+    Python words it; also a :class:`~schedgym.errors.SchedGymError`); the simulator's rules are the field
+    ``sim`` (a :class:`~schedgym.sim.SimConfig` or a dict of its fields: ``gymnasium.make(id,
+    sim={"max_preemptions": 2})``). ``render_mode``: ``"ansi"`` (text: nodes, queue, the decision) or
+    ``"rgb_array"`` (node occupancy image).
 
     ## Version History
     * v0: initial release. Later, within v0 (observations, actions, rewards and episodes unchanged, checked

@@ -1,10 +1,19 @@
 """N preemption environments stepped together: ``gymnasium.make_vec(id, num_envs=N,
 vectorization_mode="vector_entry_point")``.
 
-Gymnasium 1.x semantics: actions, observations, rewards and flags are batched; an episode that ends at one
-step is reset at the next step of that sub-environment (``AutoresetMode.NEXT_STEP``: that step's action is
-ignored, its reward is 0 and the observation is the new episode's first); ``info`` holds arrays with their
-``_name`` masks. :meth:`PreemptionVectorEnv.action_masks` gives every sub-environment's legal actions
+Gymnasium 1.x semantics: actions, observations, rewards and flags are batched; ``info`` holds arrays with
+their ``_name`` masks. ``autoreset_mode`` (``metadata["autoreset_mode"]``) is one of Gymnasium's three, each
+stepping exactly as ``SyncVectorEnv`` does (tested in lockstep):
+
+- ``"next-step"`` (the default, ``AutoresetMode.NEXT_STEP``): an episode that ends at one step is reset at the
+  next step of that sub-environment (that step's action is ignored, its reward is 0 and the observation is
+  the new episode's first);
+- ``"same-step"``: it is reset at once; the step returns the new episode's first observation and the reset's
+  info, the ended episode's last observation and info in ``info["final_obs"]`` (an object array, None for the
+  others) and ``info["final_info"]``;
+- ``"disabled"``: never reset automatically; ``reset(options={"reset_mask": mask})`` resets the sub-environments
+  of ``mask`` (the others keep their last observation), and stepping an ended one is an error.
+ :meth:`PreemptionVectorEnv.action_masks` gives every sub-environment's legal actions
 (shape ``(num_envs, max_candidates + 1)``), which sb3-contrib's MaskablePPO reads through
 :class:`agents.vec_env.SB3VecEnv`.
 
@@ -46,7 +55,9 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
     ``sub_env_kwargs`` (one dict per sub-environment, or None) overrides the configuration per
     sub-environment, to train on several workloads at once (``[{"workload": "paper"}, {"workload":
     "philly"}, ...]``). The spaces and the reward are batched, so ``max_candidates``, ``reward``,
-    ``te_weight``, ``be_weight`` and ``preemption_cost`` must be the same for all."""
+    ``te_weight``, ``be_weight`` and ``preemption_cost`` must be the same for all. ``autoreset_mode``: see the
+    module's documentation (an ``AutoresetMode``, its value, or ``"next-step"``, ``"same-step"``,
+    ``"disabled"``)."""
 
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
 
@@ -57,8 +68,10 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
         max_episode_steps: int | None = None,
         n_threads: int | None = None,
         sub_env_kwargs: list[dict[str, Any]] | None = None,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
         **overrides: Any,
     ):
+        self.autoreset_mode = _autoreset_mode(autoreset_mode)
         if not is_integer(num_envs) or num_envs < 1:
             raise ConfigError(f"Expected num_envs to be an integer >= 1, got {num_envs!r}")
         if max_episode_steps is not None and (not is_integer(max_episode_steps) or max_episode_steps < 1):
@@ -92,7 +105,8 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
         self.single_action_space = spaces.Discrete(first.config.max_candidates + 1)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
-        self._autoreset = np.zeros(self.num_envs, dtype=bool)
+        self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
+        self._autoreset = np.zeros(self.num_envs, dtype=bool)  # episodes that ended at the last step
         self._steps = np.zeros(self.num_envs, dtype=np.int64)
         self._batch: DecisionBatch | None = None  # from the first reset() on
 
@@ -111,20 +125,32 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
                 raise ConfigError(f"Expected {self.num_envs} seeds, got {len(seeds)}")
         else:
             raise ConfigError(f"Expected seed to be an integer >= 0, a list of them or None, got {seed!r}")
-        super().reset(seed=int(seed) if is_integer(seed) else None)
-        observations: list[np.ndarray] = []
+        options = dict(options) if options is not None else None
+        reset_mask = self._reset_mask(options.pop("reset_mask")) if options and "reset_mask" in options else None
+        if reset_mask is None:
+            super().reset(seed=int(seed) if is_integer(seed) else None)
         infos: dict[str, Any] = {}
+        resets: dict[int, np.ndarray] = {}
         for i, (env, s) in enumerate(zip(self.envs, seeds, strict=True)):
-            obs, info = env.reset(seed=s, options=options)
-            observations.append(obs)
-            infos = self._add_info(infos, info, i)
-        self._autoreset[:] = False
-        self._steps[:] = 0
-        if self._batch is None:
-            self._batch = self._open_batch()
-        else:  # the same batch (its threads) for the new episodes, unless one needs another kind
-            self._synced_batch()
-        return np.stack(observations), infos
+            if reset_mask is None or reset_mask[i]:
+                resets[i], info = env.reset(seed=s, options=options)
+                infos = self._add_info(infos, info, i)
+        if reset_mask is None:
+            self._autoreset[:] = False
+            self._steps[:] = 0
+            if self._batch is None:
+                self._batch = self._open_batch()
+            else:  # the same batch (its threads) for the new episodes, unless one needs another kind
+                self._synced_batch()
+            return np.stack(list(resets.values())), infos
+        # Some sub-environments only (Gymnasium's reset_mask, what autoreset_mode="disabled" is used with): the
+        # others keep their last observation.
+        self._autoreset[reset_mask] = False
+        self._steps[reset_mask] = 0
+        batch = self._synced_batch()
+        for i, obs in resets.items():
+            batch.obs[i] = obs
+        return batch.obs.copy(), infos
 
     def reset_sub_env(
         self, index: int, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -143,7 +169,16 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         batch = self._synced_batch()
-        resetting = self._autoreset
+        if self.autoreset_mode == AutoresetMode.NEXT_STEP:
+            resetting = self._autoreset  # the episodes that ended at the previous step reset at this one
+        else:
+            ended = np.flatnonzero(self._autoreset).tolist()
+            if ended:  # (disabled mode: SAME_STEP never leaves one ended)
+                raise SchedGymError(
+                    f"step() on sub-environments {ended}, whose episodes have ended (autoreset_mode='disabled'): "
+                    "reset them first with reset(options={'reset_mask': mask})"
+                )
+            resetting = np.zeros(self.num_envs, dtype=bool)
         actions = self._check_actions(actions, resetting)
         np.copyto(batch.actions, actions)
         np.copyto(batch.skip, resetting)
@@ -167,7 +202,41 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
             truncated = (self._steps >= self.max_episode_steps) & ~terminated
         rewards = batch.reward.copy()
         self._autoreset = terminated | truncated
+        if self.autoreset_mode == AutoresetMode.SAME_STEP and self._autoreset.any():
+            infos = self._reset_same_step(batch)  # first: the ended rows' observations become the new episodes'
+            return batch.obs.copy(), rewards, terminated, truncated, infos
         return batch.obs.copy(), rewards, terminated, truncated, batch_infos(batch)
+
+    def _reset_same_step(self, batch: DecisionBatch) -> dict[str, Any]:
+        """Reset the sub-environments whose episodes ended at this step (autoreset_mode="same-step"): their row
+        of the observation becomes the new episode's first, their info the reset's, and the step's own
+        observation and info go to ``final_obs`` and ``final_info``, as Gymnasium's SyncVectorEnv gives them."""
+        ended = self._autoreset.copy()
+        final_obs = np.full(self.num_envs, None, dtype=object)  # unbatched, as Gymnasium's _add_info keeps it
+        for i in np.flatnonzero(ended).tolist():
+            final_obs[i] = batch.obs[i].copy()
+        final_info = _rows_only(batch_infos(batch), ended)
+        for i in np.flatnonzero(ended).tolist():
+            obs, info = self.envs[i].reset()
+            self._load_reset(i, obs, info)
+            self._steps[i] = 0
+        self._autoreset[:] = False
+        infos = batch_infos(batch)
+        final = {"final_obs": final_obs, "_final_obs": ended, "final_info": final_info, "_final_info": ended.copy()}
+        # Gymnasium adds each sub-environment's entries in turn, so the keys come first when sub-environment 0's
+        # episode ended, after the others otherwise.
+        return {**final, **infos} if ended[0] else {**infos, **final}
+
+    def _reset_mask(self, mask: Any) -> np.ndarray:
+        if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_ or mask.shape != (self.num_envs,):
+            raise ConfigError(
+                f"Expected options['reset_mask'] to be a bool numpy array of shape ({self.num_envs},), got {mask!r}"
+            )
+        if not mask.any():
+            raise ConfigError("Expected options['reset_mask'] to reset at least one sub-environment, got none")
+        if self._batch is None:
+            raise SchedGymError("reset(options={'reset_mask': ...}) before a full reset(); call reset() first")
+        return mask
 
     def action_masks(self) -> np.ndarray:
         """Legal actions of every sub-environment (bool, shape ``(num_envs, max_candidates + 1)``); a
@@ -274,6 +343,39 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
         self.__dict__.update(state)
         if opened:
             self._batch = self._open_batch()
+
+
+def _autoreset_mode(value: object) -> AutoresetMode:
+    """An :class:`AutoresetMode`, its value (``"SameStep"``) or its name in any case, with hyphens or underscores
+    (``"same-step"``, ``"same_step"``: what a command line or a config file gives)."""
+    if isinstance(value, AutoresetMode):
+        return value
+    if isinstance(value, str):
+        key = value.replace("-", "").replace("_", "").lower()
+        for mode in AutoresetMode:
+            if mode.value.lower() == key:
+                return mode
+    names = ", ".join(repr(m.value) for m in AutoresetMode)
+    raise ConfigError(
+        f"Expected autoreset_mode to be an AutoresetMode or one of {names} (or 'same-step'...), got {value!r}"
+    )
+
+
+def _rows_only(infos: dict[str, Any], rows: np.ndarray) -> dict[str, Any]:
+    """``infos`` (batched, with ``_key`` masks) keeping only ``rows``: the others zero (None for objects) and
+    masked out, as Gymnasium's ``_add_info`` leaves the rows it was given nothing for."""
+    out: dict[str, Any] = {}
+    for key, value in infos.items():
+        if key.startswith("_"):
+            continue
+        if isinstance(value, dict):
+            out[key] = _rows_only(value, rows)
+        else:
+            kept = np.full_like(value, None) if value.dtype == object else np.zeros_like(value)
+            kept[rows] = value[rows]
+            out[key] = kept
+        out[f"_{key}"] = rows.copy()
+    return out
 
 
 def _shorten(value: object, limit: int = 200) -> str:
