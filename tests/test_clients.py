@@ -163,7 +163,7 @@ def test_every_autoreset_mode_steps_as_gymnasiums_sync_vector_env(mode, limit):
     _same(venv.reset(seed=3), ref.reset(seed=3), "reset")
     rng = np.random.default_rng(0)
     ends = 0
-    for t in range(150):
+    for t in range(100):
         masks = np.stack([e.unwrapped.action_masks() for e in ref.envs])
         actions = np.array([rng.choice(np.flatnonzero(m)) for m in masks])
         got, expected = venv.step(actions), ref.step(actions)
@@ -180,3 +180,64 @@ def test_every_autoreset_mode_steps_as_gymnasiums_sync_vector_env(mode, limit):
 def test_an_unknown_autoreset_mode_is_refused():
     with pytest.raises(SchedGymError, match="autoreset_mode"):
         gym.make_vec(ID, num_envs=2, vectorization_mode="vector_entry_point", autoreset_mode="x")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 5. The vector environment renders and samples legal actions
+
+
+def _venv(**kwargs):
+    return gym.make_vec(ID, num_envs=3, vectorization_mode="vector_entry_point", n_jobs=100, **kwargs)
+
+
+def test_the_vector_env_samples_only_legal_actions():
+    venv = _venv()
+    venv.reset(seed=0)
+    venv.action_space.seed(1)
+    preempting = 0
+    for _ in range(60):
+        masks = venv.unwrapped.action_masks()
+        actions = venv.action_space.sample()
+        assert masks[np.arange(3), actions].all(), (actions, masks)
+        preempting += int((actions > 0).sum())
+        venv.step(actions)
+    assert preempting > 0, "the samples should include preemptions"
+
+
+def test_the_vector_action_space_pickles_as_a_plain_multidiscrete():
+    venv = _venv()
+    venv.reset(seed=0)
+    data = pickle.dumps(venv.action_space)
+    assert b"schedgym" not in data
+    assert type(pickle.loads(data)) is spaces.MultiDiscrete
+    assert pickle.loads(data) == venv.action_space
+
+
+@pytest.mark.parametrize("mode", ["rgb_array", "ansi"])
+def test_the_vector_env_renders_every_sub_environment(mode):
+    venv = _venv(render_mode=mode)
+    assert venv.render_mode == mode and mode in venv.metadata["render_modes"]
+    venv.reset(seed=0)
+    frames = venv.render()
+    assert isinstance(frames, tuple) and len(frames) == 3
+    singles = [PreemptionEnv(n_jobs=100, render_mode=mode) for _ in range(3)]
+    for i, env in enumerate(singles):
+        env.reset(seed=i)
+        expected = env.render()
+        if mode == "rgb_array":
+            assert frames[i].shape == expected.shape and frames[i].dtype == np.uint8
+            assert np.array_equal(frames[i], expected)
+        else:
+            assert frames[i] == expected
+
+
+def test_gymnasiums_vector_record_video_captures_the_native_vector_env(tmp_path):
+    pytest.importorskip("moviepy", reason="RecordVideo writes with moviepy")
+    from gymnasium.wrappers.vector import RecordVideo
+
+    venv = RecordVideo(_venv(render_mode="rgb_array"), str(tmp_path), step_trigger=lambda t: t == 0, video_length=5)
+    venv.reset(seed=0)
+    for _ in range(6):
+        venv.step(venv.action_space.sample())
+    venv.close()
+    assert list(tmp_path.glob("*.mp4"))

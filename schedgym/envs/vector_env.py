@@ -59,7 +59,7 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
     module's documentation (an ``AutoresetMode``, its value, or ``"next-step"``, ``"same-step"``,
     ``"disabled"``)."""
 
-    metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
+    metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": list(PreemptionEnv.metadata["render_modes"])}
 
     def __init__(
         self,
@@ -104,7 +104,9 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
         self.single_observation_space = first.observation_space
         self.single_action_space = spaces.Discrete(first.config.max_candidates + 1)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        nvec = np.full(self.num_envs, first.config.max_candidates + 1, dtype=np.int64)
+        self.action_space = MaskedMultiDiscrete(nvec, mask_fn=self.action_masks)
+        self.render_mode = first.render_mode  # make_vec hands render_mode to every sub-environment
         self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
         self._autoreset = np.zeros(self.num_envs, dtype=bool)  # episodes that ended at the last step
         self._steps = np.zeros(self.num_envs, dtype=np.int64)
@@ -247,6 +249,14 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
             masks[self._autoreset, 0] = True
         return masks
 
+    def render(self) -> tuple[Any, ...] | None:
+        """Every sub-environment's frame (``render_mode`` "ansi": text; "rgb_array": an image), as Gymnasium's
+        SyncVectorEnv gives them (what ``gymnasium.wrappers.vector.RecordVideo`` tiles)."""
+        if self.render_mode is None:
+            gym.logger.warn("render() called without a render_mode; pass render_mode='ansi' or 'rgb_array'")
+            return None
+        return tuple(env.render() for env in self.envs)
+
     def close_extras(self, **kwargs: Any) -> None:
         self._batch = None  # stops a native batch's threads
         # getattr: gymnasium 1.2's VectorEnv.__del__ closes an instance whose __init__ raised before envs existed.
@@ -341,8 +351,39 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
     def __setstate__(self, state: dict[str, Any]) -> None:
         opened = state.pop("_opened")
         self.__dict__.update(state)
+        # The action space was pickled as a plain MultiDiscrete (MaskedMultiDiscrete.__reduce__): bind it here.
+        plain = self.action_space
+        assert isinstance(plain, spaces.MultiDiscrete)
+        self.action_space = MaskedMultiDiscrete.bound_to(plain, self.action_masks)
         if opened:
             self._batch = self._open_batch()
+
+
+class MaskedMultiDiscrete(spaces.MultiDiscrete):
+    """The vector environment's action space: ``MultiDiscrete`` whose ``sample()`` without a mask draws a legal
+    action for every sub-environment (from :meth:`PreemptionVectorEnv.action_masks`), as the single
+    environment's :class:`~schedgym.envs.preemption_env.MaskedDiscrete` does. Pickled or copied alone it is a
+    plain ``MultiDiscrete``."""
+
+    def __init__(self, nvec: np.ndarray, mask_fn: Any = None, seed: int | np.random.Generator | None = None):
+        super().__init__(nvec, seed=seed)
+        self._mask_fn = mask_fn
+
+    def sample(self, mask: tuple[Any, ...] | None = None, probability: tuple[Any, ...] | None = None) -> np.ndarray:
+        if mask is None and probability is None and self._mask_fn is not None:
+            mask = tuple(self._mask_fn().astype(np.int8))
+        return super().sample(mask=mask, probability=probability)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        state = {k: v for k, v in self.__dict__.items() if k != "_mask_fn"}
+        return (spaces.MultiDiscrete, (self.nvec.copy(),), state)
+
+    @classmethod
+    def bound_to(cls, space: spaces.MultiDiscrete, mask_fn: Any) -> MaskedMultiDiscrete:
+        masked = cls.__new__(cls)
+        masked.__dict__.update(space.__dict__)
+        masked._mask_fn = mask_fn
+        return masked
 
 
 def _autoreset_mode(value: object) -> AutoresetMode:
@@ -388,4 +429,4 @@ def _shorten(value: object, limit: int = 200) -> str:
 _BATCHED_FIELDS = ("max_candidates", "reward", "te_weight", "be_weight", "preemption_cost")
 
 
-__all__ = ["PreemptionVectorEnv"]
+__all__ = ["MaskedMultiDiscrete", "PreemptionVectorEnv"]
