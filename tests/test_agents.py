@@ -129,7 +129,7 @@ def test_agent_replays_a_multi_victim_plan_one_row_at_a_time(tmp_path):
     a1, _ = agent.predict(obs)
     assert env.candidate_rows[a1 - 1][0].job_id in ("b6", "b7")
     obs, *_, info = env.step(a1)
-    assert info["preemptions"] == 0 and info["te_job"] == "t"
+    assert info["preemptions"] == 0 and env.backend.job_name() == "t" and info["te_job"] == env.backend.job
     a2, _ = agent.predict(obs)
     assert {env.chosen_victims[0].job_id, env.candidate_rows[a2 - 1][0].job_id} == {"b6", "b7"}
     _, _, terminated, _, info = env.step(a2)

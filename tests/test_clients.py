@@ -241,3 +241,49 @@ def test_gymnasiums_vector_record_video_captures_the_native_vector_env(tmp_path)
         venv.step(venv.action_space.sample())
     venv.close()
     assert list(tmp_path.glob("*.mp4"))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 2. info holds flat numbers of a fixed type and shape for the whole episode
+
+FLAT = {
+    "sim_time": float,
+    "interval": float,
+    "te_job": int,
+    "n_candidates": int,
+    "decisions": int,
+    "preemptions": int,
+    "reward_te": float,
+    "reward_be": float,
+    "reward_preemption": float,
+}
+
+
+def test_info_is_flat_numbers_of_one_type_for_the_whole_episode():
+    env = gym.make(ID, n_jobs=80)
+    _, info = env.reset(seed=0)
+    env.action_space.seed(0)
+    seen_end = False
+    for _ in range(2_000):
+        assert set(info) == {*FLAT, "action_mask"}, sorted(info)
+        for key, kind in FLAT.items():
+            assert type(info[key]) is kind, (key, info[key])
+        assert info["action_mask"].dtype == np.bool_ and info["action_mask"].shape == (env.action_space.n,)
+        if info["te_job"] < 0:
+            assert info["te_job"] == -1 and info["n_candidates"] == 0
+        _, reward, terminated, _, info = env.step(env.action_space.sample())
+        assert reward == info["reward_te"] + info["reward_be"] + info["reward_preemption"]
+        if terminated:
+            seen_end = True
+            assert info["te_job"] == -1 and type(info["te_job"]) is int  # not None at the end
+            break
+    assert seen_end
+
+
+def test_full_info_adds_the_job_name_and_the_parts_dict():
+    env = PreemptionEnv(n_jobs=80, info="full")
+    _, info = env.reset(seed=0)
+    assert info["te_job_id"] == (env.backend.job_name() if info["te_job"] >= 0 else None)
+    assert info["reward_parts"] == {"te_slowdown": 0.0, "be_slowdown": 0.0, "preemption": 0.0}
+    with pytest.raises(SchedGymError, match="info 'flat' or 'full'"):
+        PreemptionEnv(info="rich")

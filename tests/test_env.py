@@ -337,7 +337,7 @@ def test_observation_at_the_end_is_all_zeros():
     while not terminated:
         obs, _, terminated, _, info = env.step(0)
     assert not obs.any()
-    assert info["te_job"] is None and info["n_candidates"] == 0
+    assert info["te_job"] == -1 and info["n_candidates"] == 0
 
 
 def test_illegal_action_raises_naming_the_action_and_the_legal_set():
@@ -443,7 +443,7 @@ def test_return_equals_minus_the_sum_of_slowdowns():
 def test_reset_reward_parts_are_zero_and_first_step_counts_the_time_before_it():
     env = PreemptionEnv(**BUSY)
     _, info = env.reset(seed=BUSY_SEED)
-    assert info["reward_parts"] == {"te_slowdown": 0.0, "be_slowdown": 0.0, "preemption": 0.0}
+    assert (info["reward_te"], info["reward_be"], info["reward_preemption"]) == (0.0, 0.0, 0.0)
     assert info["sim_time"] > 0
     accrued = sum(env.sim.accrued)
     _, reward, *_ = env.step(0)
@@ -458,8 +458,8 @@ def test_weighted_return_equals_minus_weighted_slowdowns():
     is_te = r.job_class == int(JobClass.TE)
     expected = -(2.0 * r.slowdown[is_te].sum() + 0.5 * r.slowdown[~is_te].sum())
     assert sum(rewards) == pytest.approx(expected, rel=1e-9)
-    assert sum(i["reward_parts"]["te_slowdown"] for i in infos) == pytest.approx(-2.0 * r.slowdown[is_te].sum())
-    assert sum(i["reward_parts"]["be_slowdown"] for i in infos) == pytest.approx(-0.5 * r.slowdown[~is_te].sum())
+    assert sum(i["reward_te"] for i in infos) == pytest.approx(-2.0 * r.slowdown[is_te].sum())
+    assert sum(i["reward_be"] for i in infos) == pytest.approx(-0.5 * r.slowdown[~is_te].sum())
 
 
 def test_preemption_cost_sums_to_minus_cost_times_preemptions():
@@ -468,19 +468,20 @@ def test_preemption_cost_sums_to_minus_cost_times_preemptions():
     rewards, infos = run_episode(env, seed=BUSY_SEED)
     r = env.sim.result()
     assert r.n_preemptions > 0
-    assert sum(i["reward_parts"]["preemption"] for i in infos) == pytest.approx(-c * r.n_preemptions, rel=1e-12)
+    assert sum(i["reward_preemption"] for i in infos) == pytest.approx(-c * r.n_preemptions, rel=1e-12)
     assert sum(rewards) == pytest.approx(-r.slowdown.sum() - c * r.n_preemptions, rel=1e-9)
     # per step: minus c per job preempted at this step
     counts = np.diff([0] + [i["preemptions"] for i in infos])
-    assert [i["reward_parts"]["preemption"] for i in infos] == pytest.approx(list(-c * counts))
+    assert [i["reward_preemption"] for i in infos] == pytest.approx(list(-c * counts))
 
 
 def test_reward_parts_sum_to_the_reward_every_step():
-    env = PreemptionEnv(**BUSY, te_weight=3.0, be_weight=0.25, preemption_cost=1.5)
+    env = PreemptionEnv(**BUSY, te_weight=3.0, be_weight=0.25, preemption_cost=1.5, info="full")
     rewards, infos = run_episode(env, seed=BUSY_SEED)
     for reward, info in zip(rewards, infos, strict=True):
         parts = info["reward_parts"]
         assert set(parts) == {"te_slowdown", "be_slowdown", "preemption"}
+        assert list(parts.values()) == [info["reward_te"], info["reward_be"], info["reward_preemption"]]
         assert all(v <= 0 for v in parts.values())
         assert reward == pytest.approx(sum(parts.values()), rel=1e-12, abs=1e-12)
 
@@ -569,7 +570,7 @@ def test_episode_without_decision_ends_with_the_first_step(tmp_path):
     obs, reward, terminated, truncated, info = env.step(0)
     assert terminated and not truncated
     assert reward == pytest.approx(-2.0)  # each job's slowdown is 1, all paid out at this step
-    assert info["reward_parts"]["te_slowdown"] == pytest.approx(-1.0)
+    assert info["reward_te"] == pytest.approx(-1.0)
     assert env.n_steps == 1 and not obs.any()
     with pytest.raises(SchedGymError, match="reset"):
         env.step(0)
@@ -619,7 +620,7 @@ def test_bad_workload_seed_raises_schedgym_error(bad):
 
 
 def test_workload_option_pins_a_hand_made_workload(tmp_path):
-    env = PreemptionEnv(cluster=write_cluster(tmp_path, 8, 8))
+    env = PreemptionEnv(cluster=write_cluster(tmp_path, 8, 8), info="full")
     wl = full_nodes_workload(2)
     env.reset(seed=123, options={"workload": wl})
     assert [j.spec for j in env.sim.jobs] == list(wl.jobs)
@@ -749,9 +750,9 @@ def test_unknown_cluster_raises():
 
 
 def test_first_decision_rows_are_round_robin_over_nodes(tmp_path):
-    env = PreemptionEnv(cluster=write_cluster(tmp_path, 8, 8))
+    env = PreemptionEnv(cluster=write_cluster(tmp_path, 8, 8), info="full")
     obs, info = env.reset(options={"workload": full_nodes_workload(2)})
-    assert info["te_job"] == "t" and info["sim_time"] == 10.0
+    assert info["te_job_id"] == "t" and info["sim_time"] == 10.0
     expected = [("b0", 0), ("b4", 1), ("b1", 0), ("b5", 1), ("b2", 0), ("b6", 1), ("b3", 0), ("b7", 1)]
     assert row_ids(env) == expected
     assert obs[CONTINUING] == 0.0 and obs[VICTIMS_CHOSEN] == 0.0
@@ -764,11 +765,11 @@ def test_first_decision_rows_are_round_robin_over_nodes(tmp_path):
 
 
 def test_one_victim_continues_the_attempt_on_that_node_only(tmp_path):
-    env = PreemptionEnv(cluster=write_cluster(tmp_path, 8, 8))
+    env = PreemptionEnv(cluster=write_cluster(tmp_path, 8, 8), info="full")
     env.reset(options={"workload": full_nodes_workload(2)})
     obs, reward, terminated, truncated, info = env.step(2)  # b4 on node 1
     assert not terminated
-    assert info["te_job"] == "t" and info["sim_time"] == 10.0 and info["interval"] == 0.0
+    assert info["te_job_id"] == "t" and info["sim_time"] == 10.0 and info["interval"] == 0.0
     assert obs[CONTINUING] == 1.0
     assert obs[VICTIMS_CHOSEN] == pytest.approx(1 / env.config.max_candidates)
     assert obs[MISSING_GPUS] == pytest.approx(2 / 8)  # node 1 has 2 of the 4 GPUs now
@@ -780,7 +781,7 @@ def test_one_victim_continues_the_attempt_on_that_node_only(tmp_path):
     assert env.sim.jobs[4].state == JobState.RUNNING
     # the first step pays for the time before the first decision: 8 BE jobs for 10 s; nobody preempted yet
     assert reward == pytest.approx(-sum(10 / (1000 * (i + 1)) for i in range(8)))
-    assert info["reward_parts"]["preemption"] == 0.0
+    assert info["reward_preemption"] == 0.0
 
 
 def test_second_victim_completes_the_plan_and_preempts_both(tmp_path):
@@ -788,7 +789,7 @@ def test_second_victim_completes_the_plan_and_preempts_both(tmp_path):
     env.reset(options={"workload": full_nodes_workload(2)})
     env.step(2)  # b4 on node 1
     obs, reward, terminated, truncated, info = env.step(2)  # now rows are b5, b6, b7: b6
-    assert info["reward_parts"]["preemption"] == -20.0
+    assert info["reward_preemption"] == -20.0
     assert info["preemptions"] == 2
     # no other decision: t starts after the 5 s grace period on node 1 and the workload drains
     assert terminated and not truncated
@@ -801,7 +802,7 @@ def test_second_victim_completes_the_plan_and_preempts_both(tmp_path):
 
 
 def test_choosing_zero_mid_attempt_preempts_nobody(tmp_path):
-    env = PreemptionEnv(cluster=write_cluster(tmp_path, 8, 8))
+    env = PreemptionEnv(cluster=write_cluster(tmp_path, 8, 8), info="full")
     env.reset(options={"workload": full_nodes_workload(2)})
     env.step(2)  # b4
     obs, reward, terminated, truncated, info = env.step(0)
@@ -812,21 +813,21 @@ def test_choosing_zero_mid_attempt_preempts_nobody(tmp_path):
     assert all(j.preemptions == 0 for j in env.sim.jobs)
     # the TE job is offered again once b0 completes (t=1000): a fresh attempt, nobody chosen
     assert not terminated
-    assert info["te_job"] == "t" and info["sim_time"] == 1000.0
+    assert info["te_job_id"] == "t" and info["sim_time"] == 1000.0
     assert env.chosen_victims == []
     assert obs[CONTINUING] == 0.0
     assert row_ids(env)[:2] == [("b1", 0), ("b4", 1)]
 
 
 def test_declining_at_once_also_preempts_nobody_and_reoffers_later(tmp_path):
-    env = PreemptionEnv(cluster=write_cluster(tmp_path, 8, 8))
+    env = PreemptionEnv(cluster=write_cluster(tmp_path, 8, 8), info="full")
     env.reset(options={"workload": full_nodes_workload(2)})
     _, reward, terminated, _, info = env.step(0)
-    assert info["sim_time"] == 1000.0 and info["te_job"] == "t"
+    assert info["sim_time"] == 1000.0 and info["te_job_id"] == "t"
     # 9 jobs in the system from their arrival until t=1000; t's slowdown grows 1/100 per second from t=10
     be_rate = sum(1 / (1000 * (i + 1)) for i in range(8))
-    assert info["reward_parts"]["te_slowdown"] == pytest.approx(-990 / 100)
-    assert info["reward_parts"]["be_slowdown"] == pytest.approx(-be_rate * 1000)
+    assert info["reward_te"] == pytest.approx(-990 / 100)
+    assert info["reward_be"] == pytest.approx(-be_rate * 1000)
     assert reward == pytest.approx(-990 / 100 - be_rate * 1000)
 
 
@@ -858,7 +859,7 @@ def test_big_candidate_fits_alone(tmp_path):
 
 
 def test_gang_te_job_needs_victims_on_two_nodes(tmp_path):
-    env = PreemptionEnv(cluster=write_cluster(tmp_path, 8, 8))
+    env = PreemptionEnv(cluster=write_cluster(tmp_path, 8, 8), info="full")
     obs, _ = env.reset(options={"workload": full_nodes_workload(2, te_gpus=8, te_nodes=2)})
     assert obs[TE_FEATURES.index("gang")] == 1.0  # 2 nodes of 2
     assert len(env.candidate_rows) == 8
@@ -1008,11 +1009,9 @@ def test_observation_doc_is_generated_from_the_schema():
 
 def test_the_builder_fills_exactly_the_declared_features():
     """The schema is the only layout: the builder's named values are exactly the declared names, in order."""
-    from schedgym.decision import stepwise
-
-    assert stepwise._HEAD_NAMES == TE_FEATURES + CLUSTER_FEATURES
-    assert stepwise._ROW_NAMES == CANDIDATE_FEATURES
     env = PreemptionEnv(n_jobs=300)
     env.reset(seed=0)
+    assert env.backend.encoder.head_names == TE_FEATURES + CLUSTER_FEATURES
+    assert env.backend.encoder.row_names == CANDIDATE_FEATURES
     assert env.observation_space.shape == (N_HEAD + N_ROW * env.config.max_candidates,)
     assert PreemptionEnv.__doc__ is not None and "`remaining_estimate`" in PreemptionEnv.__doc__

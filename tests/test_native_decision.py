@@ -36,7 +36,17 @@ from schedgym.sim.simulator import native_available
 from schedgym.workloads import Workload, generate, preset
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-INFO_KEYS = ("sim_time", "interval", "te_job", "n_candidates", "decisions", "preemptions", "reward_parts")
+INFO_KEYS = (
+    "sim_time",
+    "interval",
+    "te_job",
+    "n_candidates",
+    "decisions",
+    "preemptions",
+    "reward_te",
+    "reward_be",
+    "reward_preemption",
+)
 
 
 @pytest.fixture(scope="module")

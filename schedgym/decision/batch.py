@@ -181,43 +181,54 @@ def open_batch(
     return batch
 
 
-def batch_infos(batch: DecisionBatch) -> dict[str, Any]:
+def batch_infos(batch: DecisionBatch, full: bool = False) -> dict[str, Any]:
     """A step's info dict from the batch's arrays, as ``VectorEnv._add_info`` builds it from every
-    sub-environment's info (the same keys, dtypes and ``_name`` masks)."""
+    sub-environment's info (the same keys, dtypes and ``_name`` masks); ``full``: with ``te_job_id`` and
+    ``reward_parts`` (the environment's ``info="full"``)."""
     n = len(batch.backends)
-    te_job = np.full(n, None, dtype=object)
-    for i, j in enumerate(batch.te_job.tolist()):
-        if j >= 0:
-            b = batch.backends[i]
-            assert b is not None
-            te_job[i] = b.table.job_ids[j]  # as DecisionBackend.job_name names it
     parts = batch.parts.T.copy()  # one copy for the three parts' arrays
-    present = np.ones((11, n), dtype=bool)  # one allocation for the eleven "_key" masks
-    return {
+    present = np.ones((17, n), dtype=bool)  # one allocation for the "_key" masks
+    infos = {
         "sim_time": batch.sim_time.copy(),
         "_sim_time": present[0],
         "interval": batch.interval.copy(),
         "_interval": present[1],
         "action_mask": batch.mask.copy(),
         "_action_mask": present[2],
-        "reward_parts": {
-            "te_slowdown": parts[0],
-            "_te_slowdown": present[3],
-            "be_slowdown": parts[1],
-            "_be_slowdown": present[4],
-            "preemption": parts[2],
-            "_preemption": present[5],
-        },
-        "_reward_parts": present[6],
-        "te_job": te_job,
-        "_te_job": present[7],
+        "te_job": batch.te_job.copy(),
+        "_te_job": present[3],
         "n_candidates": batch.n_candidates.copy(),
-        "_n_candidates": present[8],
+        "_n_candidates": present[4],
         "decisions": batch.decisions.copy(),
-        "_decisions": present[9],
+        "_decisions": present[5],
         "preemptions": batch.preemptions.copy(),
-        "_preemptions": present[10],
+        "_preemptions": present[6],
+        "reward_te": parts[0],
+        "_reward_te": present[7],
+        "reward_be": parts[1],
+        "_reward_be": present[8],
+        "reward_preemption": parts[2],
+        "_reward_preemption": present[9],
     }
+    if full:
+        te_job_id = np.full(n, None, dtype=object)
+        for i, j in enumerate(batch.te_job.tolist()):
+            if j >= 0:
+                b = batch.backends[i]
+                assert b is not None
+                te_job_id[i] = b.table.job_ids[j]  # as DecisionBackend.job_name names it
+        infos["te_job_id"] = te_job_id
+        infos["_te_job_id"] = present[10]
+        infos["reward_parts"] = {
+            "te_slowdown": parts[0].copy(),
+            "_te_slowdown": present[11],
+            "be_slowdown": parts[1].copy(),
+            "_be_slowdown": present[12],
+            "preemption": parts[2].copy(),
+            "_preemption": present[13],
+        }
+        infos["_reward_parts"] = present[14]
+    return infos
 
 
 # The arrays BatchStepper reads and writes (BatchBuffers in schedgym/sim/native/batch.hpp).

@@ -62,6 +62,11 @@ class EnvConfig:
     """weight of BE jobs' accrued slowdown (0 gives a TE-only reward)"""
     preemption_cost: float = 0.0
     """reward subtracted per preempted job"""
+    info: str = "flat"
+    """what ``info`` holds: ``flat`` (numbers of one type and shape for the whole episode, which every RL
+    library can store: ``te_job`` as a job index, -1 for none, and the reward's parts as ``reward_te``,
+    ``reward_be``, ``reward_preemption``) or ``full`` (also ``te_job_id``, the job's name or None, and
+    ``reward_parts``, a dict)"""
 
     def __post_init__(self) -> None:
         # Types first, each field's own message; then the workload source checks the names together.
@@ -88,6 +93,8 @@ class EnvConfig:
         self.source  # noqa: B018 - the workload name and load are checked there
         if self.load is not None and type(self.load) not in (int, float):  # a numpy scalar
             object.__setattr__(self, "load", float(self.load))
+        if not isinstance(self.info, str) or self.info not in ("flat", "full"):
+            raise ConfigError(f"Expected info 'flat' or 'full', got {self.info!r}")
         if not isinstance(self.reward, str) or self.reward not in ("slowdown", "bounded_slowdown"):
             raise ConfigError(f"Expected reward 'slowdown' or 'bounded_slowdown', got {self.reward!r}")
         for name, maximum in (

@@ -93,10 +93,11 @@ class PreemptionEnv(gym.Env):
     approximately. Padded rows are all zeros.
 
     ## Rewards
-    A weighted sum of named parts, each reported in ``info["reward_parts"]``: ``te_slowdown`` and
-    ``be_slowdown`` = minus the slowdown accrued since the previous step by every job in the system, a job
-    accruing ``1/duration`` per second (``1/max(duration, 10 s)`` with ``reward="bounded_slowdown"``),
-    times ``te_weight`` / ``be_weight``; ``preemption`` = minus ``preemption_cost`` per job preempted at this
+    A weighted sum of named parts, each reported in ``info`` (``reward_te``, ``reward_be``,
+    ``reward_preemption``; with ``info="full"`` also in ``info["reward_parts"]``, named ``te_slowdown``,
+    ``be_slowdown``, ``preemption``): ``te_slowdown`` and ``be_slowdown`` = minus the slowdown accrued since
+    the previous step by every job in the system, a job accruing ``1/duration`` per second
+    (``1/max(duration, 10 s)`` with ``reward="bounded_slowdown"``), times ``te_weight`` / ``be_weight``; ``preemption`` = minus ``preemption_cost`` per job preempted at this
     step. With the default reward the undiscounted return of a finished episode equals minus the weighted
     sum of job slowdowns (tested). Time before the first decision counts in the first step.
 
@@ -285,16 +286,24 @@ class PreemptionEnv(gym.Env):
     def _info(self, interval: float, parts: tuple[float, float, float]) -> dict[str, Any]:
         backend = self.backend
         sim = backend.sim
-        return {
+        # Flat numbers of one type for the whole episode (RL libraries store info in typed buffers: a None or a
+        # dict breaks Tianshou's and TorchRL's); the names and the dict only with info="full".
+        info: dict[str, Any] = {
             "sim_time": sim.now,
             "interval": interval,
             "action_mask": backend.mask(),
-            "reward_parts": {"te_slowdown": parts[0], "be_slowdown": parts[1], "preemption": parts[2]},
-            "te_job": backend.job_name(),
+            "te_job": backend.job,
             "n_candidates": backend.n_rows,
             "decisions": backend.n_decisions,
             "preemptions": sim.n_preemptions,
+            "reward_te": parts[0],
+            "reward_be": parts[1],
+            "reward_preemption": parts[2],
         }
+        if self.config.info == "full":
+            info["te_job_id"] = backend.job_name()
+            info["reward_parts"] = {"te_slowdown": parts[0], "be_slowdown": parts[1], "preemption": parts[2]}
+        return info
 
     # ------------------------------------------------------------------ workloads
     def _draw_workload(self, options: dict[str, Any]) -> Workload:

@@ -207,7 +207,13 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
         if self.autoreset_mode == AutoresetMode.SAME_STEP and self._autoreset.any():
             infos = self._reset_same_step(batch)  # first: the ended rows' observations become the new episodes'
             return batch.obs.copy(), rewards, terminated, truncated, infos
-        return batch.obs.copy(), rewards, terminated, truncated, batch_infos(batch)
+        return (
+            batch.obs.copy(),
+            rewards,
+            terminated,
+            truncated,
+            batch_infos(batch, full=self.envs[0].config.info == "full"),
+        )
 
     def _reset_same_step(self, batch: DecisionBatch) -> dict[str, Any]:
         """Reset the sub-environments whose episodes ended at this step (autoreset_mode="same-step"): their row
@@ -217,13 +223,13 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
         final_obs = np.full(self.num_envs, None, dtype=object)  # unbatched, as Gymnasium's _add_info keeps it
         for i in np.flatnonzero(ended).tolist():
             final_obs[i] = batch.obs[i].copy()
-        final_info = _rows_only(batch_infos(batch), ended)
+        final_info = _rows_only(batch_infos(batch, full=self.envs[0].config.info == "full"), ended)
         for i in np.flatnonzero(ended).tolist():
             obs, info = self.envs[i].reset()
             self._load_reset(i, obs, info)
             self._steps[i] = 0
         self._autoreset[:] = False
-        infos = batch_infos(batch)
+        infos = batch_infos(batch, full=self.envs[0].config.info == "full")
         final = {"final_obs": final_obs, "_final_obs": ended, "final_info": final_info, "_final_info": ended.copy()}
         # Gymnasium adds each sub-environment's entries in turn, so the keys come first when sub-environment 0's
         # episode ended, after the others otherwise.
@@ -286,10 +292,9 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
         step's results."""
         batch = self._batch
         assert batch is not None
-        parts = info["reward_parts"]
         batch.obs[i] = obs
         batch.reward[i] = 0.0
-        batch.parts[i] = (parts["te_slowdown"], parts["be_slowdown"], parts["preemption"])
+        batch.parts[i] = (info["reward_te"], info["reward_be"], info["reward_preemption"])
         batch.terminated[i] = False
         batch.sim_time[i] = info["sim_time"]
         batch.interval[i] = info["interval"]
@@ -426,7 +431,7 @@ def _shorten(value: object, limit: int = 200) -> str:
 
 
 # EnvConfig fields every sub-environment shares: the batched spaces and the batch's reward.
-_BATCHED_FIELDS = ("max_candidates", "reward", "te_weight", "be_weight", "preemption_cost")
+_BATCHED_FIELDS = ("max_candidates", "reward", "te_weight", "be_weight", "preemption_cost", "info")
 
 
 __all__ = ["MaskedMultiDiscrete", "PreemptionVectorEnv"]
