@@ -97,9 +97,10 @@ class PreemptionEnv(gym.Env):
     ``reward_preemption``; with ``info="full"`` also in ``info["reward_parts"]``, named ``te_slowdown``,
     ``be_slowdown``, ``preemption``): ``te_slowdown`` and ``be_slowdown`` = minus the slowdown accrued since
     the previous step by every job in the system, a job accruing ``1/duration`` per second
-    (``1/max(duration, 10 s)`` with ``reward="bounded_slowdown"``), times ``te_weight`` / ``be_weight``; ``preemption`` = minus ``preemption_cost`` per job preempted at this
-    step. With the default reward the undiscounted return of a finished episode equals minus the weighted
-    sum of job slowdowns (tested). Time before the first decision counts in the first step.
+    (``1/max(duration, 10 s)`` with ``reward="bounded_slowdown"``), times ``te_weight`` / ``be_weight``;
+    ``preemption`` = minus ``preemption_cost`` per job preempted at this step. With the default reward the
+    undiscounted return of a finished episode equals minus the weighted sum of job slowdowns (tested). Time
+    before the first decision counts in the first step.
 
     ## Starting State
     ``reset(seed=...)`` draws a fresh workload of ``n_jobs`` jobs from ``np_random`` (synthetic preset) or a
