@@ -5,10 +5,11 @@ Reads top to bottom: configuration, environments, model, evaluation callback, le
 Seeds: ``seed`` goes to ``random``, numpy and torch (``set_random_seed``), to the model, and to the training
 environments (environment ``i`` is reset with ``seed + i``; each episode then draws a fresh workload from
 the environment's ``np_random``). Evaluation runs the model as a :class:`~agents.learned.LearnedPolicy`
-inside the simulator (:func:`schedgym.experiments.runner.run_policy`, the loop ``schedgym compare`` uses) on
-fixed *validation* workloads (:meth:`WorkloadSource.evaluation <schedgym.workloads.source.WorkloadSource.evaluation>`
-with ``split="validation"``: synthetic seeds 100,000+, a bundled trace's validation windows), never the
-*test* workloads that ``schedgym compare`` uses.
+inside the simulator (:func:`schedgym.experiments.evaluation.evaluate_policy`, the evaluation ``schedgym
+compare`` runs) on fixed *validation* workloads
+(:meth:`WorkloadSource.evaluation <schedgym.workloads.source.WorkloadSource.evaluation>` with
+``split="validation"``: synthetic seeds 100,000+, a bundled trace's validation windows), never the *test*
+workloads that ``schedgym compare`` uses.
 """
 
 from __future__ import annotations
