@@ -130,7 +130,6 @@ def train_rllib(config: Any, run_dir: Path, on_evaluation: Callable[[dict[str, A
     from agents.learned import LearnedPolicy
     from agents.rllib_export import actor_arrays, save_actor
     from agents.train import (
-        FIGURES,
         env_config,
         evaluate,
         finite,
@@ -141,6 +140,7 @@ def train_rllib(config: Any, run_dir: Path, on_evaluation: Callable[[dict[str, A
         write_meta,
     )
     from schedgym.experiments.executors import ExecutorConfig, ray_session
+    from schedgym.experiments.figures import HEADLINE_KEYS
     from schedgym.registry import make_policy
 
     torch.set_num_threads(config.torch_threads)
@@ -243,7 +243,7 @@ def train_rllib(config: Any, run_dir: Path, on_evaluation: Callable[[dict[str, A
         "timesteps_sampled": steps,
         "steps_per_second": steps / seconds if seconds > 0 else float("nan"),
         "baselines": {
-            name: {rule: {f: float(np.mean(v[f])) for f in ("return", *FIGURES)} for rule, v in baselines.items()}
+            name: {rule: {f: float(np.mean(v[f])) for f in ("return", *HEADLINE_KEYS)} for rule, v in baselines.items()}
         },
         "final_evaluation": final,
         "best_evaluation": best if history else None,

@@ -5,10 +5,11 @@ Reads top to bottom: configuration, environments, model, evaluation callback, le
 Seeds: ``seed`` goes to ``random``, numpy and torch (``set_random_seed``), to the model, and to the training
 environments (environment ``i`` is reset with ``seed + i``; each episode then draws a fresh workload from
 the environment's ``np_random``). Evaluation runs the model as a :class:`~agents.learned.LearnedPolicy`
-inside the simulator (:func:`schedgym.experiments.runner.run_policy`, the loop ``schedgym compare`` uses) on
-fixed *validation* workloads (:meth:`WorkloadSource.evaluation <schedgym.workloads.source.WorkloadSource.evaluation>`
-with ``split="validation"``: synthetic seeds 100,000+, a bundled trace's validation windows), never the
-*test* workloads that ``schedgym compare`` uses.
+inside the simulator (:func:`schedgym.experiments.evaluation.evaluate_policy`, the evaluation ``schedgym
+compare`` runs) on fixed *validation* workloads
+(:meth:`WorkloadSource.evaluation <schedgym.workloads.source.WorkloadSource.evaluation>` with
+``split="validation"``: synthetic seeds 100,000+, a bundled trace's validation windows), never the *test*
+workloads that ``schedgym compare`` uses.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from agents.learned import ALGOS, LearnedPolicy, SB3Network, algo_class, load_ag
 from schedgym._atomic import atomic_open, os_errors_surface, output_set
 from schedgym._fielddocs import field_docs
 from schedgym.errors import ConfigError, SchedGymError
+from schedgym.experiments.figures import BE_P95, HEADLINE_KEYS, TE_P95
 from schedgym.limits import MAX_PARAMETERS, MAX_SEED
 from schedgym.registry import make_policy
 from schedgym.rllib import DEFAULT_REWARD_SCALE
@@ -343,32 +345,16 @@ def validation_workloads(env_id: str, env_kwargs: dict[str, Any], n: int) -> lis
     return [source.evaluation("validation", i, cluster, count=count) for i in range(count)]
 
 
-FIGURES = ("te_p95", "be_p50", "be_p95", "be_p99")
-"""the validation figures (slowdown percentiles by class) an evaluation reports beside the return"""
-
-
 def run_figures(policy: Any, env_id: str, env_kwargs: dict[str, Any], workloads: list[Any]) -> dict[str, list[float]]:
-    """Deterministic runs of ``policy`` on the given workloads, workload ``i`` with seed ``i``: per run, the
-    return the environment would give and the :data:`FIGURES` (of the measured jobs, for trace windows with
-    a warm-up)."""
-    from schedgym.experiments.runner import episode_return, measured, run_policy, run_rng
+    """Deterministic runs of ``policy`` on the given workloads, workload ``i`` with seed ``i``, through the
+    evaluation compare uses (:func:`~schedgym.experiments.evaluation.evaluate_policy`): per run, the return
+    the environment would give, the illegal actions, and the headline figures by key (``te_p95``, ...; of the
+    measured jobs, for trace windows with a warm-up)."""
+    from schedgym.experiments.evaluation import evaluate_policy, per_run
     from schedgym.sim.cluster import resolve_cluster
-    from schedgym.sim.job import JobClass
 
     cfg = env_config(env_id, env_kwargs)
-    cluster = resolve_cluster(cfg.cluster_name)
-    out: dict[str, list[float]] = {"return": [], "illegal": [], **{f: [] for f in FIGURES}}
-    for i, wl in enumerate(workloads):
-        result = run_policy(policy, cluster, wl, cfg.sim, rng=run_rng(i))
-        out["return"].append(episode_return(result, cfg))
-        out["illegal"].append(getattr(policy, "n_illegal", 0))  # a learned agent's, counted per run
-        result = measured(result, wl)
-        te, be = result.class_stats(JobClass.TE), result.class_stats(JobClass.BE)
-        out["te_p95"].append(te.slowdown_p95)
-        out["be_p50"].append(be.slowdown_p50)
-        out["be_p95"].append(be.slowdown_p95)
-        out["be_p99"].append(be.slowdown_p99)
-    return out
+    return per_run(evaluate_policy(policy, resolve_cluster(cfg.cluster_name), workloads, sim=cfg.sim, env=cfg))
 
 
 def evaluate(
@@ -379,10 +365,10 @@ def evaluate(
     maskable: bool,
     baselines: dict[str, dict[str, list[float]]] | None = None,
 ) -> dict:
-    """Deterministic runs on the given workloads (:func:`run_figures`): the mean return, the mean of each of
-    :data:`FIGURES`, and for each rule in ``baselines`` (its :func:`run_figures` on the same workloads) the
-    paired differences agent minus rule (mean and 95% CI half-width). ``model_or_policy``: a live
-    stable-baselines3 model or a :class:`LearnedPolicy`."""
+    """Deterministic runs on the given workloads (:func:`run_figures`): the mean return, the mean of each
+    headline figure (:data:`~schedgym.experiments.figures.HEADLINE`), and for each rule in ``baselines`` (its
+    :func:`run_figures` on the same workloads) the paired differences agent minus rule (mean and 95% CI
+    half-width). ``model_or_policy``: a live stable-baselines3 model or a :class:`LearnedPolicy`."""
     from schedgym.experiments.stats import mean, paired
 
     cfg = env_config(env_id, env_kwargs)
@@ -400,13 +386,12 @@ def evaluate(
     runs = run_figures(policy, env_id, env_kwargs, workloads)
     stats: dict[str, Any] = {
         "mean_return": float(np.mean(runs["return"])),
-        "te_slowdown_p95": mean(runs["te_p95"]),
-        "be_slowdown_p95": mean(runs["be_p95"]),
+        **{f.column: mean(runs[f.key]) for f in (TE_P95, BE_P95)},
         "illegal_actions": int(sum(runs["illegal"])),
-        "figures": {f: mean(runs[f]) for f in FIGURES},
+        "figures": {f: mean(runs[f]) for f in HEADLINE_KEYS},
     }
     if baselines:
-        stats["minus"] = {rule: {f: paired(runs[f], ref[f]) for f in FIGURES} for rule, ref in baselines.items()}
+        stats["minus"] = {rule: {f: paired(runs[f], ref[f]) for f in HEADLINE_KEYS} for rule, ref in baselines.items()}
     return stats
 
 
@@ -722,7 +707,7 @@ def _train(
         "steps_per_second": config.total_timesteps / seconds if seconds > 0 else float("nan"),
         "imitation": imitation,
         "baselines": {
-            name: {rule: {f: float(np.mean(v[f])) for f in ("return", *FIGURES)} for rule, v in rules.items()}
+            name: {rule: {f: float(np.mean(v[f])) for f in ("return", *HEADLINE_KEYS)} for rule, v in rules.items()}
             for name, rules in baselines.items()
         },
         "final_evaluation": final,

@@ -34,10 +34,11 @@ from typing import Any
 
 import numpy as np
 
-from agents.train import FIGURES, TrainConfig
+from agents.train import TrainConfig
 from schedgym._atomic import atomic_open
 from schedgym._csvio import parse_integer, parse_number
 from schedgym.errors import ConfigError, SchedGymError
+from schedgym.experiments.figures import BE_P95, HEADLINE_KEYS, TE_P95
 from schedgym.limits import MAX_SEED
 
 TUNE_INSTALL_HINT = "pip install 'schedgym[tune]'"
@@ -45,7 +46,7 @@ DISTRIBUTIONS = ("choice", "grid", "uniform", "loguniform", "randint")
 """``choice``: one of the values, drawn per trial; ``grid``: every value (the trials are the grid times
 ``num_samples``); ``uniform`` and ``loguniform``: a number from LOW to HIGH (numbers fields); ``randint``: an
 integer from LOW to HIGH, both included (integer fields)"""
-METRICS = ("objective", *FIGURES)
+METRICS = ("objective", *HEADLINE_KEYS)
 """what trials are ranked on (lower is better): a validation figure, or ``objective``, the mean of the TE and
 BE 95th-percentile slowdowns"""
 SCHEDULERS = ("fifo", "asha")
@@ -404,8 +405,8 @@ def validation_figures(stats: Mapping[str, Any]) -> dict[str, float]:
     """The :data:`METRICS` of one evaluation (:func:`agents.train.train`'s statistics): each figure the mean
     over the training workloads (NaN if a workload has none), and ``objective`` = (te_p95 + be_p95) / 2."""
     per = [w["figures"] for w in stats["workloads"].values()]
-    figures = {f: float(np.mean([p[f] for p in per])) for f in FIGURES}
-    return {"objective": (figures["te_p95"] + figures["be_p95"]) / 2, **figures}
+    figures = {f: float(np.mean([p[f] for p in per])) for f in HEADLINE_KEYS}
+    return {"objective": (figures[TE_P95.key] + figures[BE_P95.key]) / 2, **figures}
 
 
 def run_trial(config: dict[str, Any], train: dict[str, Any], root: str) -> None:

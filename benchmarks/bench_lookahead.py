@@ -28,9 +28,10 @@ import time
 import numpy as np
 
 from baselines.lookahead import Lookahead
-from schedgym.experiments.runner import evaluate_run
+from schedgym.experiments.evaluation import evaluate_policy
+from schedgym.experiments.figures import HEADLINE
 from schedgym.registry import make_policy
-from schedgym.sim import JobClass, SimConfig, Simulator
+from schedgym.sim import SimConfig, Simulator
 from schedgym.sim.cluster import cluster_preset
 from schedgym.workloads import generate, preset
 
@@ -70,14 +71,14 @@ def clone_costs(cluster, wl, engine: str, repeats: int) -> dict[str, float]:  # 
 def timed_run(policy, cluster, wl, seed: int, engine: str):  # noqa: ANN001, ANN201
     gc.collect()
     t0 = time.perf_counter()
-    result = evaluate_run(policy, cluster, wl, seed, SimConfig(engine=engine))
+    (run,) = evaluate_policy(policy, cluster, [wl], [seed], SimConfig(engine=engine))
+    result = run.result
     return result, time.perf_counter() - t0
 
 
 def stats(result) -> tuple[float, float, float, float]:  # noqa: ANN001
-    te = result.class_stats(JobClass.TE)
-    be = result.class_stats(JobClass.BE)
-    return te.slowdown_p95, be.slowdown_p50, be.slowdown_p95, be.slowdown_p99
+    te_p95, be_p50, be_p95, be_p99 = (f.of(result) for f in HEADLINE)
+    return te_p95, be_p50, be_p95, be_p99
 
 
 def horizon_label(h: float | None) -> str:

@@ -13,7 +13,7 @@ import argparse
 
 import numpy as np
 
-from schedgym.experiments.runner import evaluate_run
+from schedgym.experiments.evaluation import evaluate_policy
 from schedgym.registry import make_policy
 from schedgym.sim.cluster import resolve_cluster
 from schedgym.sim.simulator import SimConfig
@@ -47,7 +47,8 @@ def main() -> None:
         peak = workload.peak_demand(start)
         mean_gpus = _mean_gpus(workload, start, start + trace.window_days * DAY)
         over = ", ".join(name for name, p, c in zip(("GPUs", "CPUs", "mem"), peak, capacity, strict=True) if p > c)
-        result = evaluate_run(policy, cluster, workload, i, SimConfig(queue=policy.queue))
+        (run,) = evaluate_policy(policy, cluster, [workload], [i], SimConfig(queue=policy.queue))
+        result = run.result
         waited = float((result.wait > 1.0).mean())
         summary = result.summary()
         print(

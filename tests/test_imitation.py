@@ -14,8 +14,9 @@ pytest.importorskip("sb3_contrib")
 
 from agents.imitation import Demonstrations, ImitationRecorder, expert_action, pretrain  # noqa: E402
 from agents.learned import algo_class  # noqa: E402
-from agents.train import FIGURES, TrainConfig, train  # noqa: E402
+from agents.train import TrainConfig, train  # noqa: E402
 from schedgym.errors import ConfigError  # noqa: E402
+from schedgym.experiments.figures import HEADLINE_KEYS  # noqa: E402
 from schedgym.experiments.runner import run_policy  # noqa: E402
 from schedgym.registry import make_policy  # noqa: E402
 from schedgym.sim import cluster_preset  # noqa: E402
@@ -116,7 +117,7 @@ def test_training_with_imitation_alone_records_rounds_and_validation_figures(tmp
     rounds = meta["imitation"]
     assert [r["round"] for r in rounds] == [0, 1] and rounds[1]["decisions"] >= 400
     final = meta["final_evaluation"]
-    assert set(final["figures"]) == set(FIGURES)
+    assert set(final["figures"]) == set(HEADLINE_KEYS)
     assert set(final["minus"]) == {"fitgpp", "k8s"}
     assert set(final["minus"]["fitgpp"]["te_p95"]) == {"mean", "ci95"}
     assert meta["evaluations"][0]["timesteps"] == 0  # the evaluation after imitation

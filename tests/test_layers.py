@@ -234,6 +234,44 @@ def test_allowed_cycles_still_exist():
     assert all(c in current for c in ALLOWED_CYCLES)
 
 
+def private_imports(root: Path, packages: tuple[str, ...] = LAYERS) -> list[str]:
+    """Every ``from module import _name`` in ``packages`` whose ``_name`` is not a module of its own (an
+    extension such as ``schedgym.sim._engine``, with its ``.pyi``, is imported by its private name): a name
+    another module keeps private is not used outside it; what is shared has a public name."""
+    found = []
+    for path in sorted(p for package in packages for p in (root / package).rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+                continue
+            folder = root.joinpath(*node.module.split("."))
+            for alias in node.names:
+                private = alias.name.startswith("_") and not alias.name.startswith("__")
+                if private and not any(folder.glob(f"{alias.name}.py*")) and not (folder / alias.name).is_dir():
+                    found.append(f"{path.relative_to(root)}:{node.lineno}: {node.module}.{alias.name}")
+    return found
+
+
+def test_no_module_imports_a_private_name_of_another():
+    found = private_imports(ROOT)
+    assert not found, "private names imported across modules:\n" + "\n".join(found)
+
+
+def test_the_private_import_check_sees_one(tmp_path):
+    _write(
+        tmp_path,
+        {
+            "schedgym/__init__.py": "",
+            "schedgym/a.py": "def _helper(): ...\n",
+            "schedgym/b.py": "from schedgym.a import _helper\nfrom schedgym import _ext\n",
+            "schedgym/_ext.pyi": "",
+            "baselines/__init__.py": "",
+            "agents/__init__.py": "",
+        },
+    )
+    assert private_imports(tmp_path) == ["schedgym/b.py:1: schedgym.a._helper"]
+
+
 def _write(root: Path, files: dict[str, str]) -> None:
     for name, text in files.items():
         path = root / name

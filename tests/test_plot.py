@@ -12,7 +12,8 @@ from matplotlib.text import Annotation  # noqa: E402
 
 from schedgym.errors import SchedGymError  # noqa: E402
 from schedgym.experiments.compare import CompareConfig, ComparisonResult, run_comparison  # noqa: E402
-from schedgym.experiments.report import _plot_figure, plot_labels, write_plot  # noqa: E402
+from schedgym.experiments.plotting import comparison_figure, plot_labels  # noqa: E402
+from schedgym.experiments.report import write_plot  # noqa: E402
 
 LONG = "mine:/home/someone/experiments/2024-06-01/run-with-a-long-name/best_model.zip"
 
@@ -50,7 +51,7 @@ def test_unwritable_folder_is_an_error(result, tmp_path):
 
 
 def test_one_legend_outside_every_axes_and_labelled_scatter_points(result):
-    fig = _plot_figure(_renamed(result, "fitgpp", LONG))
+    fig = comparison_figure(_renamed(result, "fitgpp", LONG))
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     assert len(fig.legends) == 1 and not any(ax.get_legend() for ax in fig.axes)
@@ -78,3 +79,40 @@ def test_short_labels_stay_distinct():
     short = plot_labels(names)
     assert short[0] == "fifo"
     assert all(len(s) <= 20 for s in short) and len(set(short)) == 3
+
+
+def _sweep():
+    from schedgym.experiments.sweep import SweepConfig, run_sweep
+
+    base = CompareConfig(policies=("fifo", "fitgpp"), seeds=2, n_jobs=200, cluster="small")
+    return run_sweep(SweepConfig(base, (("max_preemptions", (1, 2)),)), progress=False)
+
+
+def test_a_policy_looks_the_same_in_the_comparison_and_the_sweep_plot(result):
+    """Both plots take each policy's colour, line style and marker from plotting.policy_styles."""
+    from matplotlib.colors import to_rgba
+
+    from schedgym.experiments.plotting import policy_styles, sweep_figure
+
+    styles = policy_styles(["fifo", "fitgpp"])
+    assert styles["fifo"]["color"] != styles["fitgpp"]["color"]
+    scatter = comparison_figure(result).axes[2].containers
+    panel = sweep_figure(_sweep()).axes[0].containers
+    for drawn in (scatter, panel):
+        assert [c.get_label() for c in drawn] == ["fifo", "fitgpp"]
+        for container in drawn:
+            line, style = container.lines[0], styles[container.get_label()]
+            assert to_rgba(line.get_color()) == to_rgba(style["color"])
+            assert line.get_marker() == style["marker"]
+    assert [c.lines[0].get_linestyle() for c in panel] == [styles[n]["linestyle"] for n in ("fifo", "fitgpp")]
+
+
+def test_the_sweep_plot_has_a_row_per_headline_figure(tmp_path):
+    from schedgym.experiments.figures import HEADLINE
+    from schedgym.experiments.plotting import save_figure, sweep_figure
+
+    swept = _sweep()
+    fig = sweep_figure(swept)
+    assert [ax.get_ylabel() for ax in fig.axes] == [f"{f.label} slowdown" for f in HEADLINE]
+    save_figure(tmp_path / "sweep.png", lambda: sweep_figure(swept), dpi=50)
+    assert (tmp_path / "sweep.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")

@@ -17,6 +17,7 @@ from schedgym.errors import ConfigError
 from schedgym.experiments import sweep
 from schedgym.experiments.compare import CompareConfig, run_comparison
 from schedgym.experiments.executors import ExecutorConfig, make_tasks
+from schedgym.experiments.figures import BE_P95
 from schedgym.experiments.sweep import (
     SweepConfig,
     marginal,
@@ -194,7 +195,7 @@ def test_marginal_averages_the_other_fields_seed_by_seed():
         for s in summary["settings"]
     }
     expected = (np.array(per_seed[(1, 0.9)]) + np.array(per_seed[(1, 1.1)])) / 2
-    mean, half = marginal(result, "max_preemptions", "be", "slowdown_p95")["fitgpp"][1]
+    mean, half = marginal(result, "max_preemptions", BE_P95)["fitgpp"][1]
     assert mean == pytest.approx(expected.mean())
     assert half == pytest.approx(4.3027 * expected.std(ddof=1) / np.sqrt(3), rel=1e-4)  # t(0.975, 2 df)
     assert half > 0
@@ -275,7 +276,7 @@ class Bar:
 @pytest.mark.parametrize("kind", ["serial", "process"])
 def test_the_progress_bar_counts_finished_runs(kind, monkeypatch):
     bars: list[Bar] = []
-    monkeypatch.setattr(sweep, "_progress_bar", lambda total, progress: bars.append(Bar(total)) or bars[-1])
+    monkeypatch.setattr(sweep, "progress_bar", lambda total, progress: bars.append(Bar(total)) or bars[-1])
     config = SweepConfig(BASE, (("max_preemptions", (0, 1)), ("load", (0.9, 1.0, 1.1))))
     run_sweep(config, executor=ExecutorConfig(kind, workers=2 if kind == "process" else None))
     assert [(b.total, b.n, b.closed) for b in bars] == [(6 * 3 * 3, 6 * 3 * 3, True)]

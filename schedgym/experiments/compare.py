@@ -18,6 +18,7 @@ from schedgym import limits
 from schedgym.errors import ConfigError
 from schedgym.experiments import stats
 from schedgym.experiments.executors import ExecutorConfig, RunOutcome, make_tasks, new_context, run_tasks
+from schedgym.experiments.figures import HEADLINE
 from schedgym.registry import check_spec
 from schedgym.sim.cluster import ClusterSpec, resolve_cluster
 from schedgym.sim.metrics import RunResult
@@ -29,20 +30,19 @@ from schedgym.workloads.trace import Workload
 CLASS_FIELDS = ("slowdown_p50", "slowdown_p95", "slowdown_p99", "slowdown_mean", "wait_mean")
 TOP_FIELDS = ("preemptions", "requests", "gpu_utilization")  # requests: preemption requests answered
 PAIRED_REFERENCES = ("fitgpp", "k8s", "fifo")
-DOMINANCE_FIGURES = (("te", "slowdown_p95"), ("be", "slowdown_p50"), ("be", "slowdown_p95"), ("be", "slowdown_p99"))
-"""the figures a policy must be no worse on, and better on one, to dominate another (issue 11's criterion)"""
 VERDICT_REFERENCES = ("fitgpp", "k8s")
 """the preemptive rules every policy is judged against, each taken alone"""
 
 
 def dominance(paired: dict[str, Any]) -> str:
     """The verdict of one policy's paired differences to another (``ComparisonResult.summary()``'s
-    ``paired[ref]``) over :data:`DOMINANCE_FIGURES`, lower being better: ``"dominates"`` (no figure worse, at
-    least one better), ``"dominated"`` (the reverse), ``"equal"`` (none differs) or ``"mixed"``. A figure is
-    better or worse when the 95% CI of the paired difference excludes 0; without an interval, never."""
+    ``paired[ref]``) over the headline figures (:data:`~schedgym.experiments.figures.HEADLINE`: issue 11's
+    criterion), lower being better: ``"dominates"`` (no figure worse, at least one better), ``"dominated"``
+    (the reverse), ``"equal"`` (none differs) or ``"mixed"``. A figure is better or worse when the 95% CI of
+    the paired difference excludes 0; without an interval, never."""
     better = worse = 0
-    for cls, f in DOMINANCE_FIGURES:
-        d = paired[cls][f]
+    for figure in HEADLINE:
+        d = figure.in_summary(paired)
         mean, half = d["mean"], d["ci95"]
         if math.isnan(mean) or math.isnan(half):
             continue
@@ -331,7 +331,7 @@ def run_comparison(
     labels = config.labels
     tasks = make_tasks(config.policies, labels, config.seed_list)
     wall = {label: 0.0 for label in labels}
-    bar = _progress_bar(len(tasks), progress)
+    bar = progress_bar(len(tasks), progress)
 
     def finished(outcome: RunOutcome) -> None:
         task = outcome.task
@@ -357,7 +357,9 @@ def run_comparison(
     return ComparisonResult(config, cluster, name, runs, wall, workloads_vary=source.varies)
 
 
-def _progress_bar(total: int, progress: bool | None):  # noqa: ANN202
+def progress_bar(total: int, progress: bool | None):  # noqa: ANN201
+    """A tqdm bar of ``total`` runs for compare and sweep, or None: ``progress`` False, or tqdm (the ``cli``
+    extra) not installed. ``progress`` None shows it on a terminal only."""
     if progress is False:
         return None
     try:
@@ -369,12 +371,12 @@ def _progress_bar(total: int, progress: bool | None):  # noqa: ANN202
 
 __all__ = [
     "CLASS_FIELDS",
-    "DOMINANCE_FIGURES",
     "PAIRED_REFERENCES",
     "dominance",
     "TOP_FIELDS",
     "CompareConfig",
     "ComparisonResult",
     "ExecutorConfig",
+    "progress_bar",
     "run_comparison",
 ]

@@ -6,7 +6,7 @@ swept values, each a comparison configuration of its own (workload, cluster, sim
 executor runs the same :class:`Worker` code, which builds each policy once per process (a learned agent's
 network is loaded once per worker, not per run or per setting), rebuilds a seed's workload from the
 setting's configuration (the same workload for every policy, as in the serial loop) and calls
-:func:`~schedgym.experiments.runner.evaluate_run`. A run depends only on its policy, setting, workload and
+:func:`~schedgym.experiments.evaluation.evaluate_policy`. A run depends only on its policy, setting, workload and
 seed, so every executor gives the same results, bit for bit; :func:`execute` hands them back as they finish
 and :func:`run_tasks` puts them in the deterministic (seed, setting, policy) order.
 
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from schedgym.errors import ConfigError, SchedGymError
-from schedgym.experiments.runner import evaluate_run
+from schedgym.experiments.evaluation import evaluate_policy
 from schedgym.registry import PolicyEntry, check_spec, make_policy, policy_entry, register_policy
 from schedgym.sim.cluster import ClusterSpec
 from schedgym.sim.metrics import RunResult
@@ -216,8 +216,8 @@ class Worker:
         workload = self.workload(task.seed_index, task.setting)
         s = self.context.settings[task.setting]
         t0 = time.perf_counter()
-        result = evaluate_run(policy, s.cluster, workload, task.seed, s.config.sim)
-        return RunOutcome(task, result, time.perf_counter() - t0)
+        (run,) = evaluate_policy(policy, s.cluster, [workload], [task.seed], s.config.sim)
+        return RunOutcome(task, run.result, time.perf_counter() - t0)
 
 
 def _registered(name: str) -> PolicyEntry | None:

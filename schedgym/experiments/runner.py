@@ -2,7 +2,8 @@
 
 ``schedgym compare``, training's periodic evaluation and the tests all run a policy (rule or learned agent)
 through :func:`run_policy` with the seed's generator (:func:`run_rng`); a run of one policy on one workload
-with one seed, warm-up jobs left out (:func:`evaluate_run`), is the unit of every comparison.
+with one seed, warm-up jobs left out (:func:`~schedgym.experiments.evaluation.evaluate_policy`), is the unit
+of every comparison and of every validation.
 """
 
 from __future__ import annotations
@@ -47,15 +48,6 @@ def run_rng(seed: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([seed, 1]))
 
 
-def evaluate_run(
-    policy: Policy, cluster: ClusterSpec, workload: Workload, seed: int, config: SimConfig | None = None
-) -> RunResult:
-    """One evaluation run: ``policy`` on ``workload`` with seed ``seed``, only the measured jobs kept (a trace
-    window's warm-up jobs run but do not count)."""
-    result = run_policy(policy, cluster, workload, config, rng=run_rng(seed))
-    return measured(result, workload)
-
-
 def measured(result: RunResult, workload: Workload) -> RunResult:
     """The jobs of ``result`` that count for ``workload`` (all, unless it marks a warm-up)."""
     if workload.measured is None:
@@ -72,4 +64,4 @@ def episode_return(result: RunResult, config: EnvConfig) -> float:
     return -(config.te_weight * te + config.be_weight * be) - config.preemption_cost * result.n_preemptions
 
 
-__all__ = ["episode_return", "evaluate_run", "measured", "run_policy", "run_rng"]
+__all__ = ["episode_return", "measured", "run_policy", "run_rng"]

@@ -42,18 +42,19 @@ from schedgym._csvio import parse_integer, parse_number
 from schedgym.errors import ConfigError, SchedGymError
 from schedgym.experiments import stats
 from schedgym.experiments.compare import (
-    DOMINANCE_FIGURES,
     PAIRED_REFERENCES,
     VERDICT_REFERENCES,
     CompareConfig,
     ComparisonResult,
-    _progress_bar,
     check_runs,
     dominance,
+    progress_bar,
 )
 from schedgym.experiments.executors import ExecutorConfig, RunOutcome, RunSetting, execute, grid_context, make_tasks
-from schedgym.experiments.report import json_ready, save_figure
+from schedgym.experiments.figures import HEADLINE, ClassFigure
+from schedgym.experiments.report import json_ready
 from schedgym.sim.cluster import ClusterSpec, resolve_cluster
+from schedgym.sim.job import JobClass
 from schedgym.sim.metrics import RunResult
 from schedgym.sim.simulator import SimConfig
 from schedgym.workloads.source import WorkloadSource
@@ -78,14 +79,26 @@ _NOT_SWEPT = {
     "seeds": "seeds are swept by --seeds and --first-seed",
     "first_seed": "seeds are swept by --seeds and --first-seed",
 }
-FIGURES = tuple((cls, f, f"{cls.upper()} {f.removeprefix('slowdown_')}") for cls, f in DOMINANCE_FIGURES)
-"""(class, field, title) of the figures the table and the plot show: TE p95, BE p50, BE p95, BE p99"""
-_CSV_FIGURES = (
-    *((cls, f) for cls in ("te", "be") for f in ("slowdown_p50", "slowdown_p95", "slowdown_p99", "wait_mean")),
-    (None, "preemptions"),
-    (None, "gpu_utilization"),
+# The CSV's figures: of a class (ClassFigure), or of the whole run (a top-level summary field).
+_CSV_FIGURES: tuple[ClassFigure | str, ...] = (
+    *(
+        ClassFigure(job_class, f)
+        for job_class in (JobClass.TE, JobClass.BE)
+        for f in ("slowdown_p50", "slowdown_p95", "slowdown_p99", "wait_mean")
+    ),
+    "preemptions",
+    "gpu_utilization",
 )
-_CSV_DIFFS = (*DOMINANCE_FIGURES, (None, "preemptions"))
+_CSV_DIFFS: tuple[ClassFigure | str, ...] = (*HEADLINE, "preemptions")
+
+
+def _csv_name(figure: ClassFigure | str) -> str:
+    return figure if isinstance(figure, str) else figure.column
+
+
+def _entry(summary: dict[str, Any], figure: ClassFigure | str) -> Any:
+    """``figure``'s entry of a summary keyed by class then statistic, or by top-level field."""
+    return summary[figure] if isinstance(figure, str) else figure.in_summary(summary)
 
 
 def _field_types() -> dict[str, str]:
@@ -226,10 +239,11 @@ class Setting:
 
     @property
     def label(self) -> str:
-        return " ".join(f"{name}={_show(value)}" for name, value in self.values)
+        return " ".join(f"{name}={show_value(value)}" for name, value in self.values)
 
 
-def _show(value: Any) -> str:
+def show_value(value: Any) -> str:
+    """A swept value as the table, the plot and the messages show it (``0.9``, ``true``, ``paper``)."""
     return f"{value:g}" if isinstance(value, float) else str(value).lower() if isinstance(value, bool) else str(value)
 
 
@@ -264,7 +278,7 @@ class SweepConfig:
             if not isinstance(values, tuple) or not values:
                 raise ConfigError(f"Expected at least one value of {name}, got {values!r}")
             if any(a == b for a, b in itertools.combinations(values, 2)):
-                raise ConfigError(f"Expected distinct values of {name}, got {[_show(v) for v in values]}")
+                raise ConfigError(f"Expected distinct values of {name}, got {[show_value(v) for v in values]}")
         count = math.prod(len(values) for _, values in self.grid)
         check_runs(len(self.base.policies), count, self.base.seeds)  # before a grid of 10**8 runs is built
         if count > MAX_SETTINGS:
@@ -297,7 +311,7 @@ class SweepConfig:
 def _blame(combination: Sequence[tuple[str, Any]], exc: Exception) -> str:
     """The message of a setting that cannot be made, naming the whole combination: a value may be wrong only
     with another (``grace_min=200`` with ``grace_max=100``, not with 300)."""
-    return " ".join(f"{n}={_show(v)}" for n, v in combination) + f": {_sentence(exc)}"
+    return " ".join(f"{n}={show_value(v)}" for n, v in combination) + f": {_sentence(exc)}"
 
 
 def _sentence(exc: Exception) -> str:
@@ -389,7 +403,7 @@ def run_sweep(
     context = grid_context(config.base.policies, run_settings)
     kept: list[_Summarised | None] = [None] * len(tasks)
     wall = [dict.fromkeys(labels, 0.0) for _ in settings]
-    bar = _progress_bar(len(tasks), progress)
+    bar = progress_bar(len(tasks), progress)
     try:
         with contextlib.closing(execute(executor, context, tasks)) as finished:
             for outcome in finished:
@@ -458,7 +472,7 @@ def format_table(result: SweepResult) -> str:
     lines = [
         f"sweep of {', '.join(fields)}: {_count(len(summary['settings']), 'setting')} x "
         f"{_count(len(summary['policies']), 'policy', 'policies')} x {_count(len(seeds), 'seed')} "
-        f"({seeds[0]}..{seeds[-1]}){_where(result)} "
+        f"({seeds[0]}..{seeds[-1]}){unswept(result)} "
         "(slowdown percentiles; means +- 95% CI over seeds)",
     ]
     if len(seeds) > 1 and not all(entry["workloads_vary"] for entry in summary["settings"]):
@@ -467,12 +481,15 @@ def format_table(result: SweepResult) -> str:
             "randomness varies its figures"
         )
     refs = summary["references"] if len(seeds) > 1 else []
-    header = [*fields, "policy", *(t for _, _, t in FIGURES), "preempt", *(f"vs {r}" for r in refs)]
+    header = [*fields, "policy", *(f.label for f in HEADLINE), "preempt", *(f"vs {r}" for r in refs)]
     rows = []
     for entry in summary["settings"]:
-        values = [_show(entry["values"][f]) for f in fields]
+        values = [show_value(entry["values"][f]) for f in fields]
         for name, e in entry["policies"].items():
-            cells = [_mean_ci(e[c][f], e["ci95"][c][f], 2 if f == "slowdown_p99" else 3) for c, f, _ in FIGURES]
+            cells = [
+                _mean_ci(f.in_summary(e), f.in_summary(e["ci95"]), 2 if f.statistic == "slowdown_p99" else 3)
+                for f in HEADLINE
+            ]
             verdicts = [e["verdicts"].get(r, "") for r in refs]
             rows.append([*values, name, *cells, f"{e['preemptions']:.1f}", *verdicts])
     lines += _columns(header, rows, len(fields) + 1)
@@ -483,14 +500,14 @@ def format_table(result: SweepResult) -> str:
         ]
         rows = []
         for entry in summary["settings"]:
-            values = [_show(entry["values"][f]) for f in fields]
+            values = [show_value(entry["values"][f]) for f in fields]
             for name, e in entry["policies"].items():
                 if ref not in e["paired"]:
                     continue
                 p = e["paired"][ref]
-                cells = [_signed(p[c][f]["mean"], p[c][f]["ci95"]) for c, f, _ in FIGURES]
+                cells = [_signed(f.in_summary(p)["mean"], f.in_summary(p)["ci95"]) for f in HEADLINE]
                 rows.append([*values, name, *cells, e["verdicts"][ref]])
-        lines += _columns([*fields, "policy", *(t for _, _, t in FIGURES), "verdict"], rows, len(fields) + 1)
+        lines += _columns([*fields, "policy", *(f.label for f in HEADLINE), "verdict"], rows, len(fields) + 1)
     return "\n".join(lines)
 
 
@@ -498,8 +515,8 @@ def _count(n: int, one: str, many: str = "") -> str:
     return f"{n} {one if n == 1 else many or one + 's'}"
 
 
-def _where(result: SweepResult) -> str:
-    """``, workload W, cluster C`` for what the sweep does not vary."""
+def unswept(result: SweepResult) -> str:
+    """``, workload W, cluster C`` for what the sweep does not vary (empty if it varies both)."""
     fields, first = result.config.fields, result.summary()["settings"][0]
     shown = [f"{what} {first[what]}" for what in ("workload", "cluster") if what not in fields]
     return ", " + ", ".join(shown) if shown else ""
@@ -522,12 +539,12 @@ def csv_header(result: SweepResult) -> list[str]:
     summary = result.summary()
     labels = summary["policies"]
     header = [*summary["fields"], "policy", "n_seeds"]
-    for cls, f in _CSV_FIGURES:
-        name = f if cls is None else f"{cls}_{f}"
+    for figure in _CSV_FIGURES:
+        name = _csv_name(figure)
         header += [name, f"{name}_ci95"]
     for ref in (r for r in PAIRED_REFERENCES if r in labels):
-        for cls, f in _CSV_DIFFS:
-            name = f if cls is None else f"{cls}_{f}"
+        for figure in _CSV_DIFFS:
+            name = _csv_name(figure)
             header += [f"diff_vs_{ref}_{name}", f"diff_vs_{ref}_{name}_ci95"]
     header += [f"verdict_vs_{ref}" for ref in summary["references"]]
     return header
@@ -550,13 +567,12 @@ def write_csv(path: str | Path, result: SweepResult) -> None:
         for name, e in entry["policies"].items():
             row: list[Any] = [_csv_value(entry["values"][f]) for f in summary["fields"]]
             row += [name, len(e["per_seed"])]
-            for cls, f in _CSV_FIGURES:
-                mean, half = (e[f], e["ci95"][f]) if cls is None else (e[cls][f], e["ci95"][cls][f])
-                row += [cell(mean), cell(half)]
+            for figure in _CSV_FIGURES:
+                row += [cell(_entry(e, figure)), cell(_entry(e["ci95"], figure))]
             for ref in paired_refs:
                 p = e["paired"].get(ref)
-                for cls, f in _CSV_DIFFS:
-                    d = None if p is None else p[f] if cls is None else p[cls][f]
+                for figure in _CSV_DIFFS:
+                    d = None if p is None else _entry(p, figure)
                     row += ["", ""] if d is None else [cell(d["mean"]), cell(d["ci95"])]
             row += [e["verdicts"].get(ref, "") for ref in summary["references"]]
             rows.append(row)
@@ -571,9 +587,9 @@ def _csv_value(value: Any) -> Any:
     return str(value).lower() if isinstance(value, bool) else value
 
 
-def marginal(result: SweepResult, name: str, cls: str, figure: str) -> dict[str, list[tuple[float, float]]]:
+def marginal(result: SweepResult, name: str, figure: ClassFigure) -> dict[str, list[tuple[float, float]]]:
     """What the plot draws for swept field ``name``: per policy, for each of its values (in the sweep's
-    order), the mean and 95% CI half-width over seeds of the figure (``cls``, ``figure``) averaged, seed by
+    order), the mean and 95% CI half-width over seeds of ``figure`` averaged, seed by
     seed, over the settings with that value (over every value of the other swept fields). Without intervals
     when every seed replays the same trace."""
     summary = result.summary()
@@ -584,7 +600,7 @@ def marginal(result: SweepResult, name: str, cls: str, figure: str) -> dict[str,
         points = []
         for value in values:
             per_setting = [
-                [s[cls][figure] for s in entry["policies"][label]["per_seed"]]
+                [figure.in_summary(s) for s in entry["policies"][label]["per_seed"]]
                 for entry in summary["settings"]
                 if entry["values"][name] == value
             ]
@@ -601,125 +617,14 @@ def write_plot(path: str | Path, result: SweepResult) -> None:
     """How each figure moves along each swept field: one column of panels per field, one panel per figure
     (TE p95, BE p50, BE p95, BE p99), the field's values on x, a line per policy with 95% CI error bars;
     other swept fields averaged (:func:`marginal`). Needs matplotlib; written whole, then renamed."""
-    save_figure(path, lambda: _plot_figure(result), dpi=110)
+    # Imported here: the plotting module draws from this one's results (and matplotlib is an extra).
+    from schedgym.experiments.plotting import save_figure, sweep_figure
 
-
-def _view(y: np.ndarray, lo: np.ndarray, hi: np.ndarray, log: bool) -> tuple[float, float]:
-    """A panel's y range: every point, and every interval unless it reaches further past the points than
-    their own spread (a wide interval from few seeds then runs off the edge rather than flatten the lines).
-    ``log``: ranges in decades."""
-
-    def t(v: np.ndarray) -> np.ndarray:
-        return np.log10(v) if log else v
-
-    ty, tlo, thi = t(y), t(lo), t(hi)
-    ymin, ymax = float(np.nanmin(ty)), float(np.nanmax(ty))
-    spread = max(ymax - ymin, 0.3 if log else max(0.05 * abs(ymax), 1e-3))
-    low = max(float(np.nanmin(tlo)), ymin - spread)
-    high = min(float(np.nanmax(thi)), ymax + spread)
-    pad = 0.08 * (high - low)
-    low, high = low - pad, high + pad
-    return (10**low, 10**high) if log else (low, high)
-
-
-def _plot_figure(result: SweepResult) -> Any:
-    import matplotlib
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    # The comparison plot's styles and slowdown axis, so that the two read alike.
-    from schedgym.experiments.report import (
-        EXCESS_FLOOR,
-        LINESTYLES,
-        MARKERS,
-        outside_legends,
-        plot_labels,
-        slowdown_axis,
-    )
-
-    config = result.config
-    summary = result.summary()
-    names = summary["policies"]
-    labels = dict(zip(names, plot_labels(names), strict=True))
-    cmap = matplotlib.colormaps["tab10" if len(names) <= 10 else "tab20"]
-    fields = config.fields
-    # Not pyplot: a figure of its own with an Agg canvas draws headless and leaves the caller's backend alone.
-    fig = Figure(figsize=(max(4.6 * len(fields), 6.0), 2.7 * len(FIGURES) + 1.3), layout="constrained")
-    FigureCanvasAgg(fig)
-    axes = np.atleast_2d(fig.subplots(len(FIGURES), len(fields), squeeze=False))
-    for j, name in enumerate(fields):
-        values = dict(config.grid)[name]
-        numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
-        x = np.array(values, dtype=float) if numeric else np.arange(len(values), dtype=float)
-        order = np.argsort(x, kind="stable")  # a line runs left to right whatever order the values were given in
-        x = x[order]
-        span = float(x.max() - x.min()) if len(x) > 1 and x.max() > x.min() else 1.0
-        for i, (cls, figure, title) in enumerate(FIGURES):
-            ax = axes[i, j]
-            lines = {label: [points[o] for o in order] for label, points in marginal(result, name, cls, figure).items()}
-            means = np.array([[m for m, _ in pts] for pts in lines.values()])
-            halves = np.nan_to_num(np.array([[h for _, h in pts] for pts in lines.values()]))
-            if np.isnan(means).all():
-                ax.text(0.5, 0.5, f"no {cls.upper()} jobs", transform=ax.transAxes, ha="center", va="center")
-                ax.set_axis_off()
-                continue
-            # Slowdowns are >= 1, and where the policies differ by orders of magnitude in their excess over
-            # 1 (fifo's TE p95 of 25 against fitgpp's 1.04) a linear axis flattens all but one line: there the
-            # excess goes on a log axis labelled in slowdown, as in the comparison's plot. Where it spans less
-            # than a decade (BE p95 from 9 to 14), a linear axis shows the differences.
-            excess = np.maximum(means - 1, EXCESS_FLOOR)
-            log = bool(np.nanmax(excess) > 10 * np.nanmin(excess))
-            if log:
-                y, lo, hi = (
-                    excess,
-                    np.maximum(excess - halves, EXCESS_FLOOR),
-                    np.maximum(excess + halves, EXCESS_FLOOR),
-                )
-            else:
-                y, lo, hi = means, means - halves, means + halves
-            for k, label in enumerate(lines):
-                offset = (k - (len(names) - 1) / 2) * 0.015 * span  # apart, so that error bars do not overlap
-                ax.errorbar(
-                    x + offset,
-                    y[k],
-                    yerr=[y[k] - lo[k], hi[k] - y[k]],
-                    color=cmap(k % cmap.N),
-                    linestyle=LINESTYLES[k % len(LINESTYLES)],
-                    marker=MARKERS[k % len(MARKERS)],
-                    ms=5,
-                    capsize=3,
-                    lw=1.4,
-                    label=labels[label],
-                )
-            bottom, top = _view(y, lo, hi, log)
-            if log:
-                ax.set_yscale("log")
-                slowdown_axis(ax.yaxis, bottom, top)
-            ax.set_ylim(bottom, top)
-            ax.set_xticks(x, [_show(values[o]) for o in order])
-            ax.grid(True, which="major", alpha=0.3)
-            if j == 0:
-                ax.set_ylabel(f"{title} slowdown")
-            if i == 0:
-                ax.set_title(name)
-            if i == len(FIGURES) - 1:
-                ax.set_xlabel(name)
-    seeds = summary["seeds"]
-    others = "; other swept fields averaged" if len(fields) > 1 else ""
-    where = " on" + _where(result).removeprefix(",") if _where(result) else ""
-    fig.suptitle(f"Sweep{where}: mean over seeds {seeds[0]}\u2013{seeds[-1]} with 95% CI{others}")
-    handles, legend_labels = axes[0, 0].get_legend_handles_labels()
-    legend = {"ncol": min(len(handles), 8), "title": "policy", "frameon": False, "fontsize": 9}
-    if outside_legends():
-        fig.legend(handles, legend_labels, loc="outside lower center", **legend)
-    else:
-        fig.legend(handles, legend_labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), **legend)
-    return fig
+    save_figure(path, lambda: sweep_figure(result), dpi=110)
 
 
 __all__ = [
     "DEFAULT_POLICIES",
-    "FIGURES",
     "MAX_SETTINGS",
     "SIM_FIELDS",
     "SYNTHETIC_FIELDS",
@@ -736,7 +641,9 @@ __all__ = [
     "parse_set",
     "parse_value",
     "run_sweep",
+    "show_value",
     "sweepable",
+    "unswept",
     "write_csv",
     "write_json",
     "write_plot",

@@ -179,27 +179,11 @@ def convert_alibaba2023(
         if name in seen:
             report.drop("duplicate pod name", line)
             continue
-        created = num["creation_time"]
-        if created is None:
-            report.drop("creation_time missing", line)
+        times = _pod_times(num, rules)
+        if isinstance(times, str):
+            report.drop(times, line)
             continue
-        if (rules.start is not None and created < rules.start) or (rules.end is not None and created >= rules.end):
-            report.drop("outside the time window", line)
-            continue
-        scheduled, deleted = num["scheduled_time"], num["deletion_time"]
-        if scheduled is None:
-            report.drop("never scheduled", line)
-            continue
-        if deleted is None:
-            report.drop("deletion_time missing", line)
-            continue
-        if not all(0 <= t <= MAX_TIME for t in (created, scheduled, deleted)):
-            report.drop(f"a time < 0 or > {MAX_TIME:g} s (schedgym.limits.MAX_TIME)", line)
-            continue
-        duration = deleted - scheduled
-        if duration <= 0:
-            report.drop("duration (deletion_time - scheduled_time) <= 0", line)
-            continue
+        created, duration = times
         cpu_milli, memory_mib = num["cpu_milli"], num["memory_mib"]
         if cpu_milli is None or memory_mib is None:
             report.drop("cpu_milli or memory_mib missing", line)
@@ -214,20 +198,10 @@ def convert_alibaba2023(
         if gpus + cpus + mem_gb <= 0:
             report.drop("requests no resources", line)
             continue
-        qos = row["qos"].strip()
-        if qos not in QOS_CLASSES:
-            report.drop("unknown qos", line)
+        job_class = _job_class(row["qos"].strip(), duration, rules, changes)
+        if isinstance(job_class, str):
+            report.drop(job_class, line)
             continue
-        if qos == "BE":
-            job_class = JobClass.BE
-        elif duration <= rules.te_max_duration:
-            job_class = JobClass.TE
-        elif rules.long_services_as == "drop":
-            report.drop("long-running service (qos not BE, duration > te_max_duration)", line)
-            continue
-        else:
-            job_class = JobClass.BE
-            changes.append("long-running service (qos not BE, duration > te_max_duration) taken as BE")
         limit = out_of_limits(duration, gpus, cpus, mem_gb, 1)
         if limit is not None:
             report.drop(limit, line)
@@ -242,6 +216,41 @@ def convert_alibaba2023(
         job = JobSpec(name, 0.0, duration, gpus, cpus, mem_gb, 1, job_class, grace)
         parsed.append((created, line, job))
     return finish(parsed, report, rules.start, path, "alibaba2023")
+
+
+def _pod_times(num: dict[str, float | None], rules: AlibabaRules) -> tuple[float, float] | str:
+    """A pod's creation time and duration (deletion - scheduling), or why its row is dropped."""
+    created = num["creation_time"]
+    if created is None:
+        return "creation_time missing"
+    if (rules.start is not None and created < rules.start) or (rules.end is not None and created >= rules.end):
+        return "outside the time window"
+    scheduled, deleted = num["scheduled_time"], num["deletion_time"]
+    if scheduled is None:
+        return "never scheduled"
+    if deleted is None:
+        return "deletion_time missing"
+    if not all(0 <= t <= MAX_TIME for t in (created, scheduled, deleted)):
+        return f"a time < 0 or > {MAX_TIME:g} s (schedgym.limits.MAX_TIME)"
+    duration = deleted - scheduled
+    if duration <= 0:
+        return "duration (deletion_time - scheduled_time) <= 0"
+    return created, duration
+
+
+def _job_class(qos: str, duration: float, rules: AlibabaRules, changes: list[str]) -> JobClass | str:
+    """A pod's class by its qos and duration, or why its row is dropped; a long-running service taken as BE
+    adds that to ``changes``."""
+    if qos not in QOS_CLASSES:
+        return "unknown qos"
+    if qos == "BE":
+        return JobClass.BE
+    if duration <= rules.te_max_duration:
+        return JobClass.TE
+    if rules.long_services_as == "drop":
+        return "long-running service (qos not BE, duration > te_max_duration)"
+    changes.append("long-running service (qos not BE, duration > te_max_duration) taken as BE")
+    return JobClass.BE
 
 
 def _gpus(num_gpu: float | None, gpu_milli: float | None, rules: AlibabaRules, report: ConversionReport,

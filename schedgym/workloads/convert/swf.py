@@ -166,74 +166,88 @@ def convert_swf(path: str | Path, rules: SwfRules | None = None) -> tuple[Worklo
         if report.rows > limits.MAX_ROWS:
             problem = f"more than {limits.MAX_ROWS:,} jobs (schedgym.limits.MAX_ROWS); split the file"
             raise TraceError(problem, path=path, line=line)
-        f = _parse_line(stripped, path, line)
-        number, submit, run, alloc, used_mem, req_procs, req_time, req_mem, status = (
-            int(f[0]), f[1], f[3], f[4], f[6], f[7], f[8], f[9], f[10])  # fmt: skip
-        if submit < 0:
-            report.drop("submit time missing", line)
-            continue
-        if submit > MAX_TIME:
-            report.drop(f"submit time over {MAX_TIME:g} s (schedgym.limits.MAX_TIME)", line)
-            continue
-        if (rules.start is not None and submit < rules.start) or (rules.end is not None and submit >= rules.end):
-            report.drop("outside the time window", line)
-            continue
-        if status in PARTIAL_STATUS:
-            report.drop("partial-execution line (status 2, 3 or 4; the summary line is kept)", line)
-            continue
-        if rules.keep_status is not None and status not in rules.keep_status:
-            report.drop("status not in keep_status", line)
-            continue
-        if number in seen:
-            report.drop("duplicate job number", line)
-            continue
-        if run < 0:
-            report.drop("run time missing", line)
-            continue
-        if run == 0:
-            report.drop("run time 0 (under 0.5 s)", line)
-            continue
-        if alloc > 0:
-            procs = alloc
-        elif req_procs > 0:
-            procs = req_procs
-        else:
-            report.drop("processors missing", line)
-            continue
-        if procs != int(procs):
-            report.drop("non-integer processor count", line)
-            continue
-        if alloc <= 0:
-            report.change("requested processors used (allocated processors missing)", line)
-        nodes = math.ceil(procs / rules.procs_per_node)
-        total_procs = nodes * math.ceil(procs / nodes)
-        if total_procs != procs:
-            report.change("gang processors rounded up to an even split over its nodes", line)
-        if used_mem > 0 or req_mem > 0:
-            if used_mem <= 0:
-                report.change("requested memory used (used memory missing)", line)
-            mem_kb = used_mem if used_mem > 0 else req_mem
-            mem_gb = mem_kb * (total_procs if rules.mem_per_processor else 1) / KB_PER_GB
-        else:
-            mem_gb = rules.mem_gb_per_processor * total_procs
-            report.change("memory missing, mem_gb_per_processor imputed", line)
-        limit = out_of_limits(run, total_procs * rules.gpus_per_processor, float(total_procs), mem_gb, nodes)
-        if limit is not None:
-            report.drop(limit, line)
-            continue
-        te_time = req_time if rules.te_time == "requested" and req_time > 0 else run
-        te = te_time <= rules.te_max_duration and total_procs <= rules.te_max_procs
-        seen.add(number)
-        job = JobSpec(
-            job_id=f"swf-{number}",
-            submit_time=0.0,
-            duration=run,
-            gpus=total_procs * rules.gpus_per_processor,
-            cpus=float(total_procs),
-            mem_gb=mem_gb,
-            gang_size=nodes,
-            job_class=JobClass.TE if te else JobClass.BE,
-            grace_period=rules.grace_te if te else rules.grace_be,
-        )
-        parsed.append((submit, line, job))
+        converted = _convert_line(_parse_line(stripped, path, line), rules, seen, report, line)
+        if converted is not None:
+            parsed.append((converted[0], line, converted[1]))
     return finish(parsed, report, rules.start, path, Path(path).stem)
+
+
+def _convert_line(
+    f: list[float], rules: SwfRules, seen: set[int], report: ConversionReport, line: int
+) -> tuple[float, JobSpec] | None:
+    """The submit time and job (submit_time unset) of one parsed line, or None when it is dropped (the
+    report says why); a kept job's number joins ``seen``."""
+    number, submit, run, alloc, used_mem, req_procs, req_time, req_mem, status = (
+        int(f[0]), f[1], f[3], f[4], f[6], f[7], f[8], f[9], f[10])  # fmt: skip
+    reason = _skipped(number, submit, run, status, rules, seen)
+    if reason is not None:
+        report.drop(reason, line)
+        return None
+    procs = alloc if alloc > 0 else req_procs
+    if procs <= 0:
+        report.drop("processors missing", line)
+        return None
+    if procs != int(procs):
+        report.drop("non-integer processor count", line)
+        return None
+    if alloc <= 0:
+        report.change("requested processors used (allocated processors missing)", line)
+    nodes = math.ceil(procs / rules.procs_per_node)
+    total_procs = nodes * math.ceil(procs / nodes)
+    if total_procs != procs:
+        report.change("gang processors rounded up to an even split over its nodes", line)
+    mem_gb = _memory_gb(used_mem, req_mem, total_procs, rules, report, line)
+    limit = out_of_limits(run, total_procs * rules.gpus_per_processor, float(total_procs), mem_gb, nodes)
+    if limit is not None:
+        report.drop(limit, line)
+        return None
+    te_time = req_time if rules.te_time == "requested" and req_time > 0 else run
+    te = te_time <= rules.te_max_duration and total_procs <= rules.te_max_procs
+    seen.add(number)
+    job = JobSpec(
+        job_id=f"swf-{number}",
+        submit_time=0.0,
+        duration=run,
+        gpus=total_procs * rules.gpus_per_processor,
+        cpus=float(total_procs),
+        mem_gb=mem_gb,
+        gang_size=nodes,
+        job_class=JobClass.TE if te else JobClass.BE,
+        grace_period=rules.grace_te if te else rules.grace_be,
+    )
+    return submit, job
+
+
+def _skipped(number: int, submit: float, run: float, status: float, rules: SwfRules, seen: set[int]) -> str | None:
+    """Why a line is dropped before its resources are read (in the order the checks apply), or None."""
+    if submit < 0:
+        return "submit time missing"
+    if submit > MAX_TIME:
+        return f"submit time over {MAX_TIME:g} s (schedgym.limits.MAX_TIME)"
+    if (rules.start is not None and submit < rules.start) or (rules.end is not None and submit >= rules.end):
+        return "outside the time window"
+    if status in PARTIAL_STATUS:
+        return "partial-execution line (status 2, 3 or 4; the summary line is kept)"
+    if rules.keep_status is not None and status not in rules.keep_status:
+        return "status not in keep_status"
+    if number in seen:
+        return "duplicate job number"
+    if run < 0:
+        return "run time missing"
+    if run == 0:
+        return "run time 0 (under 0.5 s)"
+    return None
+
+
+def _memory_gb(
+    used_mem: float, req_mem: float, total_procs: int, rules: SwfRules, report: ConversionReport, line: int
+) -> float:
+    """A job's memory in GB: used, else requested (per processor or per job, as ``rules`` says), else
+    ``mem_gb_per_processor`` per processor; the report notes which stood in."""
+    if used_mem > 0 or req_mem > 0:
+        if used_mem <= 0:
+            report.change("requested memory used (used memory missing)", line)
+        mem_kb = used_mem if used_mem > 0 else req_mem
+        return mem_kb * (total_procs if rules.mem_per_processor else 1) / KB_PER_GB
+    report.change("memory missing, mem_gb_per_processor imputed", line)
+    return rules.mem_gb_per_processor * total_procs
