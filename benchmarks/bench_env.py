@@ -29,6 +29,7 @@ import numpy as np
 
 import schedgym  # noqa: F401  (registers the environments)
 from schedgym.decision.backend import NativeBackend, PythonBackend
+from schedgym.decision.batch import NativeBatch
 from schedgym.envs.preemption_env import PreemptionEnv
 
 
@@ -187,9 +188,9 @@ def run_vector(env_id: str, num_envs: int, seconds: float, seed: int, n_threads:
     raw.reset(seed=seed)
     batch = raw._batch  # type: ignore[attr-defined]
     stepper = None
-    if batch is not None:  # the native engine
+    if isinstance(batch, NativeBatch):  # the native engine
         stepper = batch.stepper = _TimedStepper(batch.stepper)
-    resets = [Timers(env, ["reset"]) for env in raw.envs]  # type: ignore[attr-defined]
+    resets = Timers({"reset": [(env, "reset") for env in raw.envs]})  # type: ignore[attr-defined]
     rng = np.random.default_rng(seed)
     steps = 0
     t_actions = 0.0
@@ -207,9 +208,9 @@ def run_vector(env_id: str, num_envs: int, seconds: float, seed: int, n_threads:
     elapsed = time.perf_counter() - t0
     return {
         "steps_per_s": steps / elapsed,
-        "threads": batch.stepper.n_threads if batch is not None else 1,
+        "threads": batch.stepper.n_threads if isinstance(batch, NativeBatch) else 1,
         "share_native": (stepper.total if stepper is not None else 0.0) / elapsed,
-        "share_reset": sum(r.total["reset"] for r in resets) / elapsed,
+        "share_reset": resets.total["reset"] / elapsed,
         "share_actions": t_actions / elapsed,
     }
 

@@ -24,7 +24,6 @@ from typing import Any, Literal
 
 import numpy as np
 
-from schedgym.decision.features import feature_scales
 from schedgym.decision.stepwise import DecisionEncoder, StepwiseDecision, action_index, check_action
 from schedgym.errors import IllegalDecisionError, SchedGymError
 from schedgym.sim.cluster import ClusterSpec
@@ -242,44 +241,62 @@ class NativeBackend(DecisionBackend):
 
     def __init__(self, sim: StepwiseNativeSimulator, encoder: DecisionEncoder, table: JobTable) -> None:
         super().__init__(sim, encoder, table)
-        scales = feature_scales()
-        sim.begin_decisions(
-            encoder.max_candidates, encoder.estimate, encoder.scale, encoder.total, scales["head"], scales["row"]
+        lay = encoder.layout
+        self._core = sim.begin_decisions(
+            encoder.max_candidates,
+            encoder.estimate,
+            encoder.scale,
+            encoder.total,
+            lay.head_scale_array,
+            lay.row_scale_array,
         )
 
     @property
     def core(self) -> Any:
         """The C++ decision core (``schedgym.sim._engine.EnvCore``), for the native batch stepper."""
-        return self.sim.core
+        return self._core
 
     @property
     def job(self) -> int:
-        return int(self.sim.core.job)
+        job: int = self._core.job
+        return job
 
     @property
     def n_rows(self) -> int:
-        return int(self.sim.core.n_rows)
+        n: int = self._core.n_rows
+        return n
+
+    # The core is the simulator's (pickled by replay, rebuilt by its __setstate__); this object keeps a
+    # reference for speed (each step reads it a few times), taken again from the simulator after a copy.
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        del state["_core"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._core = self.sim.core
 
     @property
     def request(self) -> PreemptionRequest | None:
         return self.sim.pending_request if self.job >= 0 else None
 
     def rows(self) -> list[tuple[Job, int]]:
-        rows = self.sim.core.rows()
+        rows = self._core.rows()
         jobs = self.sim.decision_jobs([i for i, _ in rows])
         return [(job, node) for job, (_, node) in zip(jobs, rows, strict=True)]
 
     def chosen(self) -> list[Job]:
-        return self.sim.decision_jobs(self.sim.core.chosen())
+        return self.sim.decision_jobs(self._core.chosen())
 
     def targets(self) -> list[int]:
-        return list(self.sim.core.targets())
+        return list(self._core.targets())
 
     def mask_into(self, out: np.ndarray) -> None:
-        self.sim.core.mask(out)
+        self._core.mask(out)
 
     def observe_into(self, out: np.ndarray) -> None:
-        self.sim.core.observe(out)
+        self._core.observe(out)
 
     def view(self) -> NativeDecision | None:
         return NativeDecision(self) if self.job >= 0 else None

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 
 @dataclass(frozen=True, slots=True)
 class Feature:
@@ -91,14 +93,52 @@ def observation_size(max_candidates: int) -> int:
     return len(JOB_FEATURES) + len(CLUSTER_FEATURES) + len(CANDIDATE_FEATURES) * max_candidates
 
 
+@dataclass(frozen=True)
+class Layout:
+    """The declaration as the encoders use it: names and scales per group (``head``: :data:`JOB_FEATURES`
+    then :data:`CLUSTER_FEATURES`; ``row``: :data:`CANDIDATE_FEATURES`), in observation order, a scale 0.0
+    where a feature has none."""
+
+    head_names: tuple[str, ...]
+    row_names: tuple[str, ...]
+    head_scale: dict[str, float]
+    row_scale: dict[str, float]
+    head_scale_array: np.ndarray  # float64, read-only: what the native decision core is handed
+    row_scale_array: np.ndarray
+
+
+_layout_cache: tuple[tuple[tuple[Feature, ...], ...], Layout] | None = None
+
+
+def layout() -> Layout:
+    """The current declaration's :class:`Layout`, built once per declaration (every reset asks for it)."""
+    global _layout_cache
+    key = (JOB_FEATURES, CLUSTER_FEATURES, CANDIDATE_FEATURES)
+    cached = _layout_cache
+    if cached is not None and all(a is b for a, b in zip(cached[0], key, strict=True)):
+        return cached[1]
+    head, row = (*JOB_FEATURES, *CLUSTER_FEATURES), CANDIDATE_FEATURES
+    arrays = [np.array([f.scale or 0.0 for f in group], dtype=np.float64) for group in (head, row)]
+    for a in arrays:
+        a.setflags(write=False)
+    built = Layout(
+        head_names=tuple(f.name for f in head),
+        row_names=tuple(f.name for f in row),
+        head_scale={f.name: f.scale or 0.0 for f in head},
+        row_scale={f.name: f.scale or 0.0 for f in row},
+        head_scale_array=arrays[0],
+        row_scale_array=arrays[1],
+    )
+    _layout_cache = (key, built)
+    return built
+
+
 def feature_scales() -> dict[str, tuple[float, ...]]:
     """Every feature's scale, by group (``"head"``: :data:`JOB_FEATURES` then :data:`CLUSTER_FEATURES`;
     ``"row"``: :data:`CANDIDATE_FEATURES`), in observation order, 0.0 where a feature has none: what the
     decision encoder and the native decision core normalise with."""
-    return {
-        "head": tuple(f.scale or 0.0 for f in (*JOB_FEATURES, *CLUSTER_FEATURES)),
-        "row": tuple(f.scale or 0.0 for f in CANDIDATE_FEATURES),
-    }
+    lay = layout()
+    return {"head": tuple(lay.head_scale_array.tolist()), "row": tuple(lay.row_scale_array.tolist())}
 
 
 def squash(x: float, scale: float) -> float:

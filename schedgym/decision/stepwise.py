@@ -26,8 +26,7 @@ from typing import SupportsIndex, cast
 
 import numpy as np
 
-from schedgym.decision import features
-from schedgym.decision.features import N_HEAD, feature_scales, observation_size, squash
+from schedgym.decision.features import N_HEAD, layout, observation_size, squash
 from schedgym.errors import ConfigError, IllegalDecisionError
 from schedgym.sim.job import Job
 from schedgym.sim.policy import DECLINE, PreemptionPlan, PreemptionRequest
@@ -68,11 +67,11 @@ class DecisionEncoder:
         # The features' normalisers, from their one declaration (schedgym.decision.features); the native
         # decision core is built with the same values (StepwiseNativeSimulator.begin_decisions).
         # Read here, not at import, so that the layout is the declaration's as it stands.
-        self.head_names = tuple(f.name for f in (*features.JOB_FEATURES, *features.CLUSTER_FEATURES))
-        self.row_names = tuple(f.name for f in features.CANDIDATE_FEATURES)
-        scales = feature_scales()
-        self.head_scale: dict[str, float] = dict(zip(self.head_names, scales["head"], strict=True))
-        self.row_scale: dict[str, float] = dict(zip(self.row_names, scales["row"], strict=True))
+        self.layout = lay = layout()
+        self.head_names = lay.head_names
+        self.row_names = lay.row_names
+        self.head_scale = lay.head_scale
+        self.row_scale = lay.row_scale
 
     @classmethod
     def for_run(

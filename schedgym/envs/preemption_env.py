@@ -285,15 +285,17 @@ class PreemptionEnv(gym.Env):
 
     # ------------------------------------------------------------------ info
     def _info(self, interval: float, parts: tuple[float, float, float]) -> dict[str, Any]:
-        backend = self.backend
+        backend = self._backend
+        assert backend is not None
         sim = backend.sim
+        job = backend.job
         # Flat numbers of one type for the whole episode (RL libraries store info in typed buffers: a None or a
         # dict breaks Tianshou's and TorchRL's); the names and the dict only with info="full".
         info: dict[str, Any] = {
             "sim_time": sim.now,
             "interval": interval,
             "action_mask": backend.mask(),
-            "te_job": backend.job,
+            "te_job": job,
             "n_candidates": backend.n_rows,
             "decisions": backend.n_decisions,
             "preemptions": sim.n_preemptions,
@@ -302,7 +304,7 @@ class PreemptionEnv(gym.Env):
             "reward_preemption": parts[2],
         }
         if self.config.info == "full":
-            info["te_job_id"] = backend.job_name()
+            info["te_job_id"] = backend.table.job_ids[job] if job >= 0 else None
             info["reward_parts"] = {"te_slowdown": parts[0], "be_slowdown": parts[1], "preemption": parts[2]}
         return info
 

@@ -490,8 +490,8 @@ class StepwiseNativeSimulator(NativeSimulator):
         estimate: np.ndarray,
         scale: Sequence[float],
         total: Sequence[float],
-        head_scale: Sequence[float],
-        row_scale: Sequence[float],
+        head_scale: Sequence[float] | np.ndarray,
+        row_scale: Sequence[float] | np.ndarray,
     ) -> Any:
         """Build the decision core (``DecisionEncoder``'s ``max_candidates``, ``estimate``, ``scale``, ``total``
         and the features' declared scales, ``head_scale`` and ``row_scale``) and return it."""
