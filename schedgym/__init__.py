@@ -44,4 +44,20 @@ SUPERSEDED: dict[str, str] = {
 """Ids of earlier versions -> the id that replaced them, with the same observation and action spaces: an agent
 saved on the old id is evaluated on the new one (its decisions are asked at the new version's moments)."""
 
+# The subpackages load on first use (``import schedgym`` stays light: the command line's start-up, a remote
+# worker's registration), yet ``schedgym.envs.IllegalActionAsWait`` works after a plain ``import schedgym``, as
+# the documentation writes it.
+_SUBMODULES = frozenset(
+    {"cli", "decision", "envs", "errors", "experiments", "limits", "registry", "rllib", "sim", "workloads"}
+)
+
+
+def __getattr__(name: str) -> object:
+    if name in _SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"schedgym.{name}")
+    raise AttributeError(f"module 'schedgym' has no attribute {name!r}")
+
+
 __all__ = ["ENV_IDS", "SUPERSEDED", "SchedGymError", "__version__"]

@@ -287,3 +287,22 @@ def test_full_info_adds_the_job_name_and_the_parts_dict():
     assert info["reward_parts"] == {"te_slowdown": 0.0, "be_slowdown": 0.0, "preemption": 0.0}
     with pytest.raises(SchedGymError, match="info 'flat' or 'full'"):
         PreemptionEnv(info="rich")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 7. The documented names are reachable from a plain `import schedgym`
+
+
+def test_the_subpackages_are_reachable_after_a_plain_import():
+    import subprocess
+    import sys
+
+    code = (
+        "import schedgym\n"
+        "assert 'schedgym.envs' not in __import__('sys').modules  # loaded on first use only\n"
+        "print(schedgym.envs.IllegalActionAsWait.__name__, schedgym.registry.policy_names()[:1])\n"
+        "try:\n    schedgym.nope\nexcept AttributeError as e:\n    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines()[0].startswith("IllegalActionAsWait [")
+    assert "has no attribute 'nope'" in out
