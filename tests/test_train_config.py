@@ -238,3 +238,10 @@ def test_no_function_is_over_80_lines():
                     if node.end_lineno - node.lineno + 1 > 80 and where not in EXEMPT:  # type: ignore[operator]
                         long.append(where)
     assert long == []
+
+
+def test_the_search_help_names_every_distribution():
+    from agents.tune import DISTRIBUTIONS
+
+    doc = field_docs(TuneConfig)["search"]
+    assert all(kind in doc for kind in DISTRIBUTIONS)
