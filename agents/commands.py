@@ -5,179 +5,75 @@ the subparsers, adds its command and returns the command's handler."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
-from schedgym import limits
 from schedgym._atomic import check_output_dir, check_output_path
 from schedgym._csvio import parse_integer, parse_number
-from schedgym.cli import int_type, nonneg_int
+from schedgym._fielddocs import option_fields
+from schedgym.cli import nonneg_int
 
 
 def add_train(sub: argparse._SubParsersAction) -> Callable[[argparse.Namespace], int]:
-    """``schedgym train``: one option per TrainConfig field, its docstring as help."""
+    """``schedgym train``: one option per TrainConfig field (:func:`add_options`), its docstring as help."""
+    from agents.train_config import TrainConfig
+
     tr = sub.add_parser(
         "train",
         help="train a learned agent (stable-baselines3, or RLlib)",
         description="Train MaskablePPO (default), PPO or DQN on a schedgym environment (the 'rl' extra), or RLlib's "
         "PPO with --algo rllib_ppo (the 'rllib' extra; --num-env-runners, --address, --reward-scale).",
     )
-    _add_train_config_arguments(tr)
+    add_options(tr, TrainConfig)
     return _train
 
 
-def _add_train_config_arguments(
-    tr: argparse.ArgumentParser, skip: Sequence[str] = (), helps: dict[str, str] | None = None
+def add_options(
+    parser: argparse.ArgumentParser, cls: type, skip: Sequence[str] = (), helps: Mapping[str, str] | None = None
 ) -> list[str]:
-    """One option per TrainConfig field but those in ``skip``, its docstring as help (or ``helps[field]``);
-    return the fields given options (``schedgym train`` and ``schedgym tune`` share them)."""
-    import dataclasses
-
-    from agents.train import TrainConfig
-    from schedgym._fielddocs import field_docs
-
-    # argparse expands %-formats in help texts: a docstring's "i % n" must reach it as "%%".
-    docs = {name: text.replace("%", "%%") for name, text in {**field_docs(TrainConfig), **(helps or {})}.items()}
+    """One option per field of the configuration ``cls`` (:func:`~schedgym._fielddocs.option_fields`: the
+    fields of its groups) but those in ``skip``, its docstring as help (or ``helps[field]``); return the
+    options added. A field is read as its annotation says (:data:`_READERS`), with its ``metadata["cli"]``
+    (argparse keywords) over that. A field whose ``metadata["cli"]["options"]`` names another configuration
+    stands for that configuration's options, added in turn but for its ``skip``, and for those ``cls`` has
+    itself (``parser.get_default("nested")[field]`` lists them)."""
+    fields = option_fields(cls)
+    own = {f.name for f, _ in fields}
     added = []
-    for f in dataclasses.fields(TrainConfig):
+    for f, doc in fields:
+        spec = dict(f.metadata.get("cli", {}))
+        if "options" in spec:
+            inner = add_options(parser, spec["options"], (*spec.get("skip", ()), *own), spec.get("helps", {}))
+            parser.set_defaults(nested={**(parser.get_default("nested") or {}), f.name: inner})
+            continue
         if f.name in skip:
             continue
         added.append(f.name)
-        flag = "--" + f.name.replace("_", "-")
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc,operator]
-        help_text = f"{docs.get(f.name, '')} (default: {default})"
-        if f.type in ("bool", bool):
-            tr.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=help_text)
-        elif f.name == "env_kwargs":
-            tr.add_argument(flag, type=_json_object, default=default, metavar="JSON", help=help_text)
-        elif f.name == "address":
-            tr.add_argument(flag, default=default, metavar="auto|HOST:PORT", help=help_text)
-        elif f.name == "net_arch":
-            tr.add_argument(flag, type=_int_tuple, default=default, metavar="64,64", help=help_text)
-        elif f.name in ("workloads", "eval_baselines"):
-            shown = ",".join(default) if default else "none"
-            tr.add_argument(
-                flag,
-                type=_name_tuple,
-                default=default,
-                metavar="A,B",
-                help=f"{docs.get(f.name, '')} (default: {shown})",
-            )
-        else:
-            if f.name == "seed":
-                kind: Callable[[str], object] = int_type(0, limits.MAX_SEED, "MAX_SEED")
-            else:
-                kind = {"int": nonneg_int, "float": _finite_float}.get(str(f.type), str)
-            tr.add_argument(flag, type=kind, default=default, help=help_text)
+        doc = (helps or {}).get(f.name, doc)
+        parser.add_argument("--" + f.name.replace("_", "-"), **_argument(cls, f, doc, spec))
     return added
 
 
-# tune's own options; a TrainConfig field of the same name is not offered by tune (it would clash), nor are
-# the fields tune sets for every trial.
-_TUNE_OPTIONS = ("search", "num_samples", "max_concurrent", "metric", "scheduler", "address", "run_dir", "json")
-_TUNE_SETS = ("progress", "torch_threads")
+def _argument(cls: type, f: dataclasses.Field, doc: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """The keywords of ``add_argument`` for field ``f``."""
+    reader = _READERS.get(str(f.type))
+    if reader is None and not spec:
+        raise TypeError(
+            f"{cls.__name__}.{f.name}: no command-line reading of {f.type!r}; declare one in metadata['cli']"
+        )
+    default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc,operator]
+    kwargs = {**(reader or {}), "default": default, **spec}
+    # argparse expands %-formats in help texts: a docstring's "i % n" must reach it as "%%".
+    kwargs["help"] = f"{doc} (default: {_shown(kwargs['default'])})".replace("%", "%%")
+    return kwargs
 
 
-def add_tune(sub: argparse._SubParsersAction) -> Callable[[argparse.Namespace], int]:
-    """``schedgym tune``: tune's options, then every TrainConfig field as in ``schedgym train``."""
-    from agents.tune import DISTRIBUTIONS, MAX_TRIALS, METRICS, SCHEDULERS
-
-    tu = sub.add_parser(
-        "tune",
-        help="search training hyperparameters on Ray Tune",
-        description="Train one agent per trial with values drawn from the --search space, rank the trials on their "
-        "validation figures and print the 'schedgym train' command of the best; needs the 'tune' extra. Every "
-        "option of 'schedgym train' sets the value all trials share.",
-    )
-    tu.add_argument(
-        "--search",
-        action="append",
-        default=[],
-        metavar="FIELD=KIND:VALUES",
-        help=f"a searched field, KIND one of {', '.join(DISTRIBUTIONS)}: learning_rate=loguniform:1e-4,1e-3, "
-        "ent_coef=choice:0,0.01, env.preemption_cost=uniform:0,5, net_arch=grid:64x64,128x128, n_steps=randint:"
-        "256,1024 (both bounds included); repeat for each field (docs/tune.md lists the fields)",
-    )
-    tu.add_argument(
-        "--num-samples",
-        type=int_type(1, MAX_TRIALS),
-        default=8,
-        help="trials drawn, times every combination of the grid fields (default: 8)",
-    )
-    tu.add_argument(
-        "--max-concurrent",
-        type=int_type(1, 4096),
-        default=None,
-        help="trials at once (default: as many as the Ray cluster has CPUs; each trial requests one)",
-    )
-    tu.add_argument(
-        "--metric",
-        choices=METRICS,
-        default="objective",
-        help="what trials are ranked on, lower is better: a validation slowdown figure, or objective = "
-        "(te_p95 + be_p95) / 2 (default: objective)",
-    )
-    tu.add_argument(
-        "--scheduler",
-        choices=SCHEDULERS,
-        default="fifo",
-        help="fifo (every trial trains to the end) or asha (stops the worse trials at their evaluations)",
-    )
-    tu.add_argument(
-        "--address",
-        default=None,
-        metavar="auto|HOST:PORT",
-        help="the running Ray cluster to use ('auto': the one 'ray start --head' started on this machine); "
-        "default: start a local Ray for this search",
-    )
-    tu.add_argument(
-        "--run-dir",
-        default="runs",
-        help="where the search is written: RUN_DIR/tune__ENV__SEED__TIMESTAMP/ with Tune's results, each "
-        "trial's training run and tune.json (default: runs)",
-    )
-    tu.add_argument("--json", metavar="PATH", help="also write the ranked trials and the best command as JSON")
-    fields = _add_train_config_arguments(
-        tu,
-        skip=_TUNE_OPTIONS + _TUNE_SETS,
-        helps={"seed": "the first trial's seed (trial i trains with seed + i), and the seed of the draws"},
-    )
-    tu.set_defaults(train_fields=fields)
-    return _tune
-
-
-def _tune(args: argparse.Namespace) -> int:
-    from agents.tune import TuneConfig, best_command, format_table, import_tune, parse_search, run_tune, write_json
-
-    config = TuneConfig(
-        train={name: getattr(args, name) for name in args.train_fields},
-        search=tuple(parse_search(spec) for spec in args.search),
-        num_samples=args.num_samples,
-        max_concurrent=args.max_concurrent,
-        metric=args.metric,
-        scheduler=args.scheduler,
-        address=args.address,
-        run_dir=args.run_dir,
-    )
-    # Output paths are checked before minutes of training, not after.
-    if args.json is not None:
-        check_output_path("--json", args.json)
-    check_output_dir("--run-dir", args.run_dir)
-    import_tune()  # not installed: say so now, before Ray or any trial starts
-    result = run_tune(config)
-    print(format_table(result))
-    command = best_command(result)
-    if command is None:
-        print("no trial trained to the end with a finite figure: no best configuration")
-    else:
-        best = result.best
-        assert best is not None
-        print(f"best: trial {best.trial.index}, {config.metric} {best.figures[config.metric]:.3f}; to reproduce it:")
-        print(f"  {command}")
-    print(f"wrote {result.run_dir / 'tune.json'}")
-    if args.json is not None:
-        write_json(args.json, result)
-        print(f"wrote {args.json}")
-    return 0 if command is not None else 1
+def _shown(default: object) -> str:
+    """A default as --help shows it: names joined by commas (none for none), anything else as Python prints it."""
+    if isinstance(default, (tuple, list)) and all(isinstance(x, str) for x in default):
+        return ",".join(default) if default else "none"
+    return str(default)
 
 
 def _finite_float(text: str) -> float:
@@ -220,14 +116,78 @@ def _name_tuple(text: str) -> tuple[str, ...]:
     return names
 
 
-def _train(args: argparse.Namespace) -> int:
-    import dataclasses
+_READERS: dict[str, dict[str, Any]] = {
+    "bool": {"action": argparse.BooleanOptionalAction},
+    "int": {"type": nonneg_int},
+    "float": {"type": _finite_float},
+    "str": {"type": str},
+    "str | None": {"type": str},
+    "dict[str, Any]": {"type": _json_object, "metavar": "JSON"},
+    "tuple[int, ...]": {"type": _int_tuple, "metavar": "64,64"},
+    "tuple[str, ...]": {"type": _name_tuple, "metavar": "A,B"},
+}
+"""a field's annotation -> how the command line reads it (argparse keywords); a field of another annotation
+declares its reading in ``metadata["cli"]``"""
 
+
+def _train(args: argparse.Namespace) -> int:
     from agents.train import TrainConfig, train
 
-    config = TrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)})
-    train(config)
+    train(TrainConfig.of(**{name: getattr(args, name) for name in TrainConfig.option_names()}))
     return 0
+
+
+def _config(cls: type, args: argparse.Namespace) -> Any:
+    """``cls`` from the parsed options :func:`add_options` added: each field its option's value, a field
+    that stands for another configuration's options (``nested``) the mapping of those."""
+    nested = getattr(args, "nested", None) or {}
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        kwargs[f.name] = {n: getattr(args, n) for n in nested[f.name]} if f.name in nested else getattr(args, f.name)
+    return cls(**kwargs)
+
+
+def add_tune(sub: argparse._SubParsersAction) -> Callable[[argparse.Namespace], int]:
+    """``schedgym tune``: one option per TuneConfig field, then every TrainConfig field as in ``schedgym train``
+    but those tune sets or has itself (:func:`add_options`), and ``--json``."""
+    from agents.tune import TuneConfig
+
+    tu = sub.add_parser(
+        "tune",
+        help="search training hyperparameters on Ray Tune",
+        description="Train one agent per trial with values drawn from the --search space, rank the trials on their "
+        "validation figures and print the 'schedgym train' command of the best; needs the 'tune' extra. Every "
+        "option of 'schedgym train' sets the value all trials share.",
+    )
+    add_options(tu, TuneConfig)
+    tu.add_argument("--json", metavar="PATH", help="also write the ranked trials and the best command as JSON")
+    return _tune
+
+
+def _tune(args: argparse.Namespace) -> int:
+    from agents.tune import TuneConfig, best_command, format_table, import_tune, run_tune, write_json
+
+    config = _config(TuneConfig, args)
+    # Output paths are checked before minutes of training, not after.
+    if args.json is not None:
+        check_output_path("--json", args.json)
+    check_output_dir("--run-dir", args.run_dir)
+    import_tune()  # not installed: say so now, before Ray or any trial starts
+    result = run_tune(config)
+    print(format_table(result))
+    command = best_command(result)
+    if command is None:
+        print("no trial trained to the end with a finite figure: no best configuration")
+    else:
+        best = result.best
+        assert best is not None
+        print(f"best: trial {best.trial.index}, {config.metric} {best.figures[config.metric]:.3f}; to reproduce it:")
+        print(f"  {command}")
+    print(f"wrote {result.run_dir / 'tune.json'}")
+    if args.json is not None:
+        write_json(args.json, result)
+        print(f"wrote {args.json}")
+    return 0 if command is not None else 1
 
 
 __all__ = ["add_train", "add_tune"]

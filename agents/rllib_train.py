@@ -78,18 +78,19 @@ def algorithm_config(config: Any, settings: dict[str, Any] | None = None) -> Any
     from schedgym.rllib.module import MaskedPPOTorchRLModule
 
     settings = settings or ppo_settings(config)
+    common = config.common
     return (
         PPOConfig()
-        .environment(config.env_id, env_config={**config.env_kwargs, "reward_scale": settings["reward_scale"]})
+        .environment(common.env_id, env_config={**common.env_kwargs, "reward_scale": settings["reward_scale"]})
         .env_runners(**settings["env_runners"])
         .training(**settings["training"])
         .rl_module(
             rl_module_spec=RLModuleSpec(module_class=MaskedPPOTorchRLModule, model_config=settings["model_config"])
         )
-        .callbacks(on_environment_created=partial(setup_env_runner, config.torch_threads))
+        .callbacks(on_environment_created=partial(setup_env_runner, common.torch_threads))
         # A failed env runner fails the run: a restarted one would sample other episodes than the seed gives.
         .fault_tolerance(restart_failed_env_runners=False)
-        .debugging(seed=config.seed)
+        .debugging(seed=common.seed)
     )
 
 
@@ -124,148 +125,143 @@ def train_rllib(config: Any, run_dir: Path, on_evaluation: Callable[[dict[str, A
     written."""
     ray = import_rllib()
     import torch
-    from ray.rllib.core import DEFAULT_MODULE_ID
 
-    from agents.inference import rllib_network
-    from agents.learned import LearnedPolicy
-    from agents.rllib_export import actor_arrays, save_actor
-    from agents.train import (
-        env_config,
-        evaluate,
-        finite,
-        format_evaluation,
-        run_figures,
-        validation_workloads,
-        workload_names,
-        write_meta,
-    )
+    from agents.rllib_export import save_actor
+    from agents.train import BestModel, Evaluations, Validation, format_evaluation
     from schedgym.experiments.executors import ExecutorConfig, ray_session
-    from schedgym.experiments.figures import HEADLINE_KEYS
-    from schedgym.registry import make_policy
 
-    torch.set_num_threads(config.torch_threads)
-    random.seed(config.seed)
-    np.random.seed(config.seed)
-    torch.manual_seed(config.seed)
+    common = config.common
+    torch.set_num_threads(common.torch_threads)
+    random.seed(common.seed)
+    np.random.seed(common.seed)
+    torch.manual_seed(common.seed)
     settings = ppo_settings(config)
-    cfg = env_config(config.env_id, config.env_kwargs)
-
-    # --- the actor's layout, from the module RLlib builds, built here (the weights come from the learner)
     ppo_config = algorithm_config(config, settings)
-    probe = make_env({**config.env_kwargs, "reward_scale": settings["reward_scale"]}, env_id=config.env_id)
-    with _quiet_rllib():
-        layout = ppo_config.get_rl_module_spec(env=probe).build()
-    probe.close()
-    actor_arrays(layout)  # an actor numpy cannot evaluate fails now, not after training
-
-    # --- fixed validation workloads, and the reference rules' figures on them
-    name = workload_names(config)[0]
-    validation = validation_workloads(config.env_id, config.env_kwargs, config.n_eval_workloads)
-    baselines = {
-        rule: run_figures(make_policy(rule), config.env_id, config.env_kwargs, validation)
-        for rule in config.eval_baselines
-    }
-
-    def evaluate_weights(weights: dict[str, Any]) -> dict[str, Any]:
-        """The validation figures of the actor with ``weights``, as compare evaluates its export, and the score
-        _train's evaluate_all gives one workload: the mean return over the first reference rule's."""
-        network = rllib_network(actor_arrays(layout, weights))
-        policy = LearnedPolicy(
-            network,
-            name="training",
-            queue=cfg.sim.queue,
-            max_candidates=cfg.max_candidates,
-            estimate_noise=cfg.estimate_noise,
-            maskable=True,
-        )
-        stats = evaluate(policy, config.env_id, config.env_kwargs, validation, True, baselines)
-        ref = baselines.get(config.eval_baselines[0]) if config.eval_baselines else None
-        scale = abs(float(np.mean(ref["return"]))) if ref else 1.0
-        return {"score": stats["mean_return"] / (scale if scale > 0 else 1.0), **stats, "workloads": {name: stats}}
-
-    best: dict[str, Any] = {"score": -np.inf}
-    history: list[dict[str, Any]] = []
+    layout = _actor_layout(config, ppo_config, settings)
+    # The actor as compare evaluates its export (agents.inference), on the validation workloads.
+    validation = Validation(config, maskable=True)
     rllib_meta = {"ray_version": ray.__version__, "checkpoint": CHECKPOINT_DIR, "settings": settings}
-
-    def keep_if_best(stats: dict[str, Any], weights: dict[str, Any]) -> None:
-        if stats["score"] > best["score"]:
-            # The actor and its .json replace the previous best together, or not at all.
-            with output_set():
-                save_actor(run_dir / "best_model.npz", layout, weights)
-                write_meta(run_dir / "best_model.json", config, finite({"evaluation": stats, "rllib": rllib_meta}))
-            best.clear()
-            best.update(stats)
+    best = BestModel(
+        run_dir, config, partial(_save_weights, save_actor, layout), "best_model.npz", extra={"rllib": rllib_meta}
+    )
+    evaluate = partial(_evaluate_weights, validation, config, layout)
+    evaluations = Evaluations(evaluate, best, on_evaluation or _ignore)
 
     register_envs()
     # Env runners take a CPU each; a local Ray gets at least that many, even on a smaller machine.
-    executor = ExecutorConfig(
-        kind="ray", workers=max(os.cpu_count() or 1, config.num_env_runners), address=config.address
-    )
-    iterations: list[dict[str, Any]] = []
+    runners = config.rllib.num_env_runners
+    executor = ExecutorConfig(kind="ray", workers=max(os.cpu_count() or 1, runners), address=config.rllib.address)
     with contextlib.ExitStack() as session:
         session.enter_context(ray_session(ray, executor))  # a refused token is a ConfigError there
         cpus = float(ray.cluster_resources().get("CPU", 0))
-        if config.num_env_runners > cpus:
-            raise ConfigError(
-                f"num_env_runners {config.num_env_runners} needs as many CPUs, and the Ray cluster has {cpus:g}"
-            )
+        if runners > cpus:
+            raise ConfigError(f"num_env_runners {runners} needs as many CPUs, and the Ray cluster has {cpus:g}")
         with algorithm(config, run_dir, ppo_config) as algo:
-
-            def learner_weights() -> dict[str, Any]:
-                return algo.learner_group.get_weights([DEFAULT_MODULE_ID])[DEFAULT_MODULE_ID]
-
-            bar = _progress(config)
-            t0 = time.perf_counter()
-            steps = 0
-            while steps < config.total_timesteps:
-                result = algo.train()
-                previous, steps = steps, _sampled(result)
-                iterations.append(_iteration_summary(result, steps, config.reward_scale))
-                if bar is not None:  # the last update may overshoot the total: the bar stops at it
-                    bar.update(min(steps, config.total_timesteps) - previous)
-                if config.eval_freq and steps // config.eval_freq > len(history):
-                    weights = learner_weights()
-                    stats = evaluate_weights(weights)
-                    stats["timesteps"] = steps
-                    history.append(stats)
-                    keep_if_best(stats, weights)
-                    if on_evaluation is not None:
-                        on_evaluation(stats)
-            seconds = time.perf_counter() - t0
-            if bar is not None:
-                bar.close()
+            steps, seconds, iterations = _learn(algo, config, evaluations)
             # --- save: RLlib's checkpoint (whole or not at all), then the actor for compare with the final evaluation
             save_checkpoint(algo, run_dir / CHECKPOINT_DIR)
-            weights = learner_weights()
-    final = evaluate_weights(weights)
+            weights = _learner_weights(algo)
+    final = evaluate(weights)
     summary = {
         "train_seconds": seconds,
         "timesteps_sampled": steps,
         "steps_per_second": steps / seconds if seconds > 0 else float("nan"),
-        "baselines": {
-            name: {rule: {f: float(np.mean(v[f])) for f in ("return", *HEADLINE_KEYS)} for rule, v in baselines.items()}
-        },
+        "baselines": validation.baseline_means(),
         "final_evaluation": final,
-        "best_evaluation": best if history else None,
-        "evaluations": history,
+        "best_evaluation": best.stats if evaluations.history else None,
+        "evaluations": evaluations.history,
         "iterations": iterations,
         "rllib": rllib_meta,
     }
-    # One set of files (schedgym/_atomic.py): model.npz, its .json and, when the final actor is the best,
-    # best_model.npz and its .json appear together once all are complete, or none of them does.
-    with output_set():
-        save_actor(run_dir / "model.npz", layout, weights)
-        write_meta(run_dir / "model.json", config, finite(summary))
-        keep_if_best(final, weights)  # best_model.npz is always there: the final model when nothing did better
-    if on_evaluation is not None:
-        on_evaluation({**final, "timesteps": steps, "final": True})
+    _save_final(config, run_dir, best, summary, final, weights)
+    evaluations.on_evaluation({**final, "timesteps": steps, "final": True})
     print(f"trained {steps} steps in {seconds:.0f} s: {steps / seconds:,.0f} steps/s")
-    print(format_evaluation(final, config.eval_baselines))
+    print(format_evaluation(final, common.eval_baselines))
     print(
         f"saved {run_dir / CHECKPOINT_DIR}, {run_dir / 'model.npz'} and best_model.npz "
-        f"(validation score {best['score']:.3f})"
+        f"(validation score {best.stats['score']:.3f})"
     )
     return run_dir
+
+
+def _ignore(stats: dict[str, Any]) -> None:
+    """The default ``on_evaluation``: nothing."""
+
+
+def _actor_layout(config: Any, ppo_config: Any, settings: dict[str, Any]) -> Any:
+    """The actor's layout, from the module RLlib builds, built here (the weights come from the learner); an
+    actor numpy cannot evaluate fails now, not after training."""
+    from agents.rllib_export import actor_arrays
+
+    common = config.common
+    probe = make_env({**common.env_kwargs, "reward_scale": settings["reward_scale"]}, env_id=common.env_id)
+    with _quiet_rllib():
+        layout = ppo_config.get_rl_module_spec(env=probe).build()
+    probe.close()
+    actor_arrays(layout)
+    return layout
+
+
+def _evaluate_weights(validation: Any, config: Any, layout: Any, weights: dict[str, Any]) -> dict[str, Any]:
+    """The validation figures of the actor with ``weights``, as compare evaluates its export."""
+    from agents.inference import rllib_network
+    from agents.learned import LearnedPolicy
+    from agents.rllib_export import actor_arrays
+    from agents.train import env_config
+
+    cfg = env_config(config.common.env_id, config.common.env_kwargs)
+    policy = LearnedPolicy(
+        rllib_network(actor_arrays(layout, weights)),
+        name="training",
+        queue=cfg.sim.queue,
+        max_candidates=cfg.max_candidates,
+        estimate_noise=cfg.estimate_noise,
+        maskable=True,
+    )
+    return validation.evaluate(policy)
+
+
+def _save_weights(save_actor: Callable[..., None], layout: Any, weights: dict[str, Any], path: Path) -> None:
+    save_actor(path, layout, weights)
+
+
+def _learner_weights(algo: Any) -> dict[str, Any]:
+    from ray.rllib.core import DEFAULT_MODULE_ID
+
+    return algo.learner_group.get_weights([DEFAULT_MODULE_ID])[DEFAULT_MODULE_ID]
+
+
+def _learn(algo: Any, config: Any, evaluations: Any) -> tuple[int, float, list[dict[str, Any]]]:
+    """RLlib's iterations until ``total_timesteps`` steps are sampled, evaluating every ``eval_freq``;
+    return the steps sampled, the seconds taken and each iteration's summary."""
+    common = config.common
+    iterations: list[dict[str, Any]] = []
+    bar = _progress(config)
+    t0 = time.perf_counter()
+    steps = 0
+    while steps < common.total_timesteps:
+        result = algo.train()
+        previous, steps = steps, _sampled(result)
+        iterations.append(_iteration_summary(result, steps, config.rllib.reward_scale))
+        if bar is not None:  # the last update may overshoot the total: the bar stops at it
+            bar.update(min(steps, common.total_timesteps) - previous)
+        if common.eval_freq and steps // common.eval_freq > len(evaluations.history):
+            evaluations.record(_learner_weights(algo), steps)
+    seconds = time.perf_counter() - t0
+    if bar is not None:
+        bar.close()
+    return steps, seconds, iterations
+
+
+def _save_final(config: Any, run_dir: Path, best: Any, summary: dict[str, Any], final: dict, weights: Any) -> None:
+    """One set of files (schedgym/_atomic.py): model.npz, its .json and, when the final actor is the best,
+    best_model.npz and its .json appear together once all are complete, or none of them does."""
+    from agents.train import finite, write_meta
+
+    with output_set():
+        best.save(weights, run_dir / "model.npz")
+        write_meta(run_dir / "model.json", config, finite(summary))
+        best.offer(final, weights)  # best_model.npz is always there: the final model when nothing did better
 
 
 def save_checkpoint(algo: Any, path: Path) -> None:
@@ -323,13 +319,13 @@ def _iteration_summary(result: dict[str, Any], steps: int, reward_scale: float) 
 
 def _progress(config: Any) -> Any:
     """A progress bar over environment steps (tqdm, the ``cli`` extra), or None."""
-    if not config.progress:
+    if not config.common.progress:
         return None
     try:
         from tqdm import tqdm
     except ImportError:
         return None
-    return tqdm(total=config.total_timesteps, unit="step", desc="rllib_ppo")
+    return tqdm(total=config.common.total_timesteps, unit="step", desc="rllib_ppo")
 
 
 @contextlib.contextmanager

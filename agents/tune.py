@@ -37,6 +37,8 @@ import numpy as np
 from agents.train import TrainConfig
 from schedgym._atomic import atomic_open
 from schedgym._csvio import parse_integer, parse_number
+from schedgym._fielddocs import option_fields
+from schedgym.cli import int_type
 from schedgym.errors import ConfigError, SchedGymError
 from schedgym.experiments.figures import BE_P95, HEADLINE_KEYS, TE_P95
 from schedgym.limits import MAX_SEED
@@ -107,7 +109,7 @@ def searchable_fields() -> dict[str, str]:
     from schedgym.envs import EnvConfig
 
     out = {}
-    for f in dataclasses.fields(TrainConfig):
+    for f, _ in option_fields(TrainConfig):
         kind = _TYPES.get(str(f.type))
         if f.name not in NOT_SEARCHABLE and kind is not None:
             out[f.name] = kind
@@ -257,33 +259,74 @@ def parse_search(spec: str) -> Search:
 # --- the configuration and its trials
 
 
+TUNE_SETS = ("run_dir", "progress", "torch_threads")
+"""TrainConfig fields tune sets for every trial (:func:`trial_kwargs`): never given by the user"""
+_SEED_HELP = "the first trial's seed (trial i trains with seed + i), and the seed of the draws"
+
+
 @dataclass(frozen=True)
 class TuneConfig:
-    """Everything one search depends on."""
+    """Everything one search depends on. ``search`` holds :class:`Search` objects; their text
+    (``FIELD=KIND:VALUES``, :func:`parse_search`) is read as well. ``schedgym tune`` offers one option per
+    field (the ``train`` field: one per TrainConfig option, as ``schedgym train`` does, but those tune sets
+    or has itself)."""
 
-    train: Mapping[str, Any] = field(default_factory=dict)
-    """TrainConfig fields every trial shares (``seed``: the first trial's; trial i trains with seed + i)"""
-    search: tuple[Search, ...] = ()
-    """the searched fields (none: trials that differ only in their seed)"""
-    num_samples: int = 8
-    """trials drawn (times every combination of the ``grid`` fields)"""
-    max_concurrent: int | None = None
+    search: tuple[Search, ...] = field(
+        default=(), metadata={"cli": {"action": "append", "metavar": "FIELD=KIND:VALUES", "default": []}}
+    )
+    """a searched field, KIND one of choice, grid, uniform, loguniform, randint: learning_rate=loguniform:1e-4,1e-3,
+    ent_coef=choice:0,0.01, env.preemption_cost=uniform:0,5, net_arch=grid:64x64,128x128, n_steps=randint:256,1024
+    (both bounds included); repeat for each field (docs/tune.md lists the fields); none: trials that differ only
+    in their seed"""
+    num_samples: int = field(default=8, metadata={"cli": {"type": int_type(1, MAX_TRIALS)}})
+    """trials drawn, times every combination of the grid fields"""
+    max_concurrent: int | None = field(default=None, metadata={"cli": {"type": int_type(1, 4096)}})
     """trials at once (None: as many as the Ray cluster has CPUs; each trial requests one)"""
-    metric: str = "objective"
-    """what trials are ranked on, lower is better: objective, te_p95, be_p50, be_p95 or be_p99"""
-    scheduler: str = "fifo"
+    metric: str = field(default="objective", metadata={"cli": {"choices": METRICS}})
+    """what trials are ranked on, lower is better: a validation slowdown figure, or objective = (te_p95 + be_p95) / 2"""
+    scheduler: str = field(default="fifo", metadata={"cli": {"choices": SCHEDULERS}})
     """fifo (every trial trains to the end) or asha (stops the worse trials at their evaluations)"""
-    address: str | None = None
-    """the Ray cluster to run on ('auto', or HOST:PORT); None starts a local Ray and stops it after"""
+    address: str | None = field(default=None, metadata={"cli": {"metavar": "auto|HOST:PORT"}})
+    """the running Ray cluster to use ('auto': the one 'ray start --head' started on this machine, or HOST:PORT);
+    None starts a local Ray for this search and stops it after"""
     run_dir: str = "runs"
-    """where the search is written: {run_dir}/tune__{env_id with / as _}__{seed}__{timestamp}/"""
+    """where the search is written: {run_dir}/tune__{env_id with / as _}__{seed}__{timestamp}/ with Tune's
+    results, each trial's training run and tune.json"""
+    train: Mapping[str, Any] = field(
+        default_factory=dict,
+        metadata={"cli": {"options": TrainConfig, "skip": TUNE_SETS, "helps": {"seed": _SEED_HELP}}},
+    )
+    """TrainConfig fields every trial shares (``seed``: the first trial's; trial i trains with seed + i)"""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "train", dict(self.train))
-        object.__setattr__(self, "search", tuple(self.search))
-        forced = sorted({"run_dir", "progress", "torch_threads"} & set(self.train))
+        searches = (parse_search(s) if isinstance(s, str) else s for s in self.search)  # the command line's text
+        object.__setattr__(self, "search", tuple(searches))
+        forced = sorted(set(TUNE_SETS) & set(self.train))
         if forced:
             raise ConfigError(f"Expected no {', '.join(forced)} among the trials' TrainConfig fields (tune sets them)")
+        self._check_own_fields()
+        base = self.base()
+        if self.n_trials > MAX_TRIALS:
+            raise ConfigError(f"Expected at most {MAX_TRIALS:,} trials (num_samples x the grid), got {self.n_trials:,}")
+        common = base.common
+        if common.seed + self.n_trials - 1 > MAX_SEED:
+            raise ConfigError(
+                f"Expected seed + trials - 1 <= {MAX_SEED}, got seed {common.seed} and {self.n_trials} trials"
+            )
+        if self.scheduler == "asha" and not 0 < common.eval_freq < common.total_timesteps:
+            raise ConfigError(
+                "Expected eval_freq from 1 to total_timesteps - 1 with scheduler asha (ASHA stops trials at their "
+                f"evaluations), got eval_freq {common.eval_freq} and total_timesteps {common.total_timesteps}"
+            )
+        for search in self.search:  # every value a trial could take is checked now, drawn or not
+            for value in search.values:
+                try:
+                    TrainConfig.of(**trial_kwargs(self.train, {search.name: value}, common.seed, self.run_dir))
+                except ConfigError as exc:
+                    raise ConfigError(f"--search {search.text!r}: {exc}") from None
+
+    def _check_own_fields(self) -> None:
         for name in ("num_samples", "max_concurrent"):
             value = getattr(self, name)
             if value is None and name == "max_concurrent":
@@ -304,34 +347,16 @@ class TuneConfig:
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
             raise ConfigError(f"Expected each field searched once, got {', '.join(twice)} more than once")
-        base = self.base()
-        if self.n_trials > MAX_TRIALS:
-            raise ConfigError(f"Expected at most {MAX_TRIALS:,} trials (num_samples x the grid), got {self.n_trials:,}")
-        if base.seed + self.n_trials - 1 > MAX_SEED:
-            raise ConfigError(
-                f"Expected seed + trials - 1 <= {MAX_SEED}, got seed {base.seed} and {self.n_trials} trials"
-            )
-        if self.scheduler == "asha" and not 0 < base.eval_freq < base.total_timesteps:
-            raise ConfigError(
-                "Expected eval_freq from 1 to total_timesteps - 1 with scheduler asha (ASHA stops trials at their "
-                f"evaluations), got eval_freq {base.eval_freq} and total_timesteps {base.total_timesteps}"
-            )
-        for search in self.search:  # every value a trial could take is checked now, drawn or not
-            for value in search.values:
-                try:
-                    TrainConfig(**trial_kwargs(self.train, {search.name: value}, base.seed, self.run_dir))
-                except ConfigError as exc:
-                    raise ConfigError(f"--search {search.text!r}: {exc}") from None
 
     def base(self) -> TrainConfig:
         """The shared TrainConfig (validated), as trial 0 would get it without its searched values."""
-        known = [f.name for f in dataclasses.fields(TrainConfig)]
+        known = TrainConfig.option_names()
         for key in self.train:
             if key not in known:
                 close = difflib.get_close_matches(str(key), known, n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 raise ConfigError(f"Expected TrainConfig fields in train, got {key!r}{hint}")
-        return TrainConfig(**trial_kwargs(self.train, {}, self.train.get("seed", 0), self.run_dir))
+        return TrainConfig.of(**trial_kwargs(self.train, {}, self.train.get("seed", 0), self.run_dir))
 
     @property
     def n_trials(self) -> int:
@@ -369,7 +394,7 @@ def plan_trials(config: TuneConfig) -> list[Trial]:
     of the ``grid`` fields (in the order of the search), the other fields drawn in that order. Each trial's
     TrainConfig is checked, so that no trial fails on its configuration after the search started."""
     base = config.base()
-    rng = np.random.default_rng(np.random.SeedSequence([base.seed, _DRAWS]))
+    rng = np.random.default_rng(np.random.SeedSequence([base.common.seed, _DRAWS]))
     grids = [s for s in config.search if s.kind == "grid"]
     trials: list[Trial] = []
     for _ in range(config.num_samples):
@@ -377,9 +402,9 @@ def plan_trials(config: TuneConfig) -> list[Trial]:
             fixed = dict(zip((g.name for g in grids), combo, strict=True))
             params = {s.name: fixed[s.name] if s.kind == "grid" else s.draw(rng) for s in config.search}
             index = len(trials)
-            trial = Trial(index, base.seed + index, params)
+            trial = Trial(index, base.common.seed + index, params)
             try:
-                TrainConfig(**trial_kwargs(config.train, params, trial.seed, config.run_dir))
+                TrainConfig.of(**trial_kwargs(config.train, params, trial.seed, config.run_dir))
             except ConfigError as exc:
                 shown = ", ".join(f"{k}={_show(v)}" for k, v in params.items())
                 raise ConfigError(f"trial {index} ({shown}): {exc}") from None
@@ -427,7 +452,7 @@ def run_trial(config: dict[str, Any], train: dict[str, Any], root: str) -> None:
         reported.append(metrics)
         tune.report(metrics)
 
-    train_config = TrainConfig(**trial_kwargs(train, trial["params"], trial["seed"], str(run_dir)))
+    train_config = TrainConfig.of(**trial_kwargs(train, trial["params"], trial["seed"], str(run_dir)))
     # What training prints goes to the trial's folder, not between the driver's lines. Opened and closed by the
     # thread that trains, the file stays open as long as that thread may print (Tune's log_to_file closes its
     # streams when it stops a trial, while the thread can still be finishing an evaluation).
@@ -516,7 +541,7 @@ def run_tune(config: TuneConfig, log: Callable[[str], None] = print) -> TuneResu
 
 def _new_run_dir(config: TuneConfig, base: TrainConfig) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    stem = Path(config.run_dir).resolve() / f"tune__{base.env_id.replace('/', '_')}__{base.seed}__{stamp}"
+    stem = Path(config.run_dir).resolve() / f"tune__{base.common.env_id.replace('/', '_')}__{base.common.seed}__{stamp}"
     for n in itertools.count(1):
         root = stem if n == 1 else stem.with_name(f"{stem.name}-{n}")
         try:
@@ -542,8 +567,9 @@ def _fit(tune: Any, config: TuneConfig, base: TrainConfig, trials: Sequence[Tria
 
         # max_t beyond the last evaluation (SB3 rounds the steps up to whole rollouts): a trial that trains to the
         # end finishes by itself; ASHA stops a trial at max_t before its final evaluation otherwise.
-        end = base.total_timesteps + base.n_steps * base.n_envs + 1
-        scheduler = ASHAScheduler(time_attr="timesteps", max_t=end, grace_period=base.eval_freq)
+        common = base.common
+        end = common.total_timesteps + base.model.n_steps * common.n_envs + 1
+        scheduler = ASHAScheduler(time_attr="timesteps", max_t=end, grace_period=common.eval_freq)
     trainable = tune.with_resources(
         tune.with_parameters(run_trial, train=dict(config.train), root=str(root)), {"cpu": 1}
     )
@@ -655,7 +681,7 @@ def train_command(kwargs: Mapping[str, Any]) -> str:
     """The ``schedgym train`` command that trains with these TrainConfig keyword arguments: every field that
     differs from its default (but ``run_dir`` and ``progress``, which change no result)."""
     args = ["schedgym", "train"]
-    for f in dataclasses.fields(TrainConfig):
+    for f, _ in option_fields(TrainConfig):
         if f.name in ("run_dir", "progress") or f.name not in kwargs:
             continue
         value = kwargs[f.name]
@@ -665,7 +691,7 @@ def train_command(kwargs: Mapping[str, Any]) -> str:
         flag = "--" + f.name.replace("_", "-")
         if isinstance(value, bool):
             args.append(flag if value else "--no-" + flag[2:])
-        elif f.name == "env_kwargs":
+        elif isinstance(value, dict):  # env_kwargs, as --env-kwargs reads it
             args.append(f"{flag}={json.dumps(value, separators=(',', ':'))}")
         elif isinstance(value, (tuple, list)):
             args.append(f"{flag}={','.join(str(v) for v in value)}")

@@ -32,7 +32,6 @@ import os
 import platform
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +58,8 @@ def bench_sb3(kind: str, n_envs: int, steps: int, seed: int) -> dict[str, float]
     import schedgym  # noqa: F401  (registers the environments)
     from agents.train import TrainConfig, model_kwargs
 
-    defaults = TrainConfig()
-    torch.set_num_threads(defaults.torch_threads)
+    defaults = TrainConfig.of()
+    torch.set_num_threads(defaults.common.torch_threads)
     times = {"sample": 0.0, "learn": 0.0, "learned_steps": 0}
 
     class Timed(MaskablePPO):
@@ -86,8 +85,8 @@ def bench_sb3(kind: str, n_envs: int, steps: int, seed: int) -> dict[str, float]
         cls = SubprocVecEnv if kind == "subproc" else DummyVecEnv
         venv = cls([_monitored_env for _ in range(n_envs)])
     venv.seed(seed)
-    venv = VecNormalize(venv, norm_obs=False, norm_reward=True, gamma=defaults.gamma)
-    model = Timed("MlpPolicy", venv, **model_kwargs(replace(defaults, n_steps=ROLLOUT // n_envs, seed=seed)))
+    venv = VecNormalize(venv, norm_obs=False, norm_reward=True, gamma=defaults.model.gamma)
+    model = Timed("MlpPolicy", venv, **model_kwargs(defaults.replace(n_steps=ROLLOUT // n_envs, seed=seed)))
     startup = time.perf_counter() - t0
     t0 = time.perf_counter()
     model.learn(total_timesteps=steps)
@@ -108,7 +107,7 @@ def bench_rllib(runners: int, n_envs: int, steps: int, seed: int, folder: Path) 
     from agents.rllib_train import algorithm
     from agents.train import TrainConfig
 
-    config = TrainConfig(
+    config = TrainConfig.of(
         algo="rllib_ppo",
         num_env_runners=runners,
         n_envs=n_envs,

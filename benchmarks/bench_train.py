@@ -23,7 +23,6 @@ import argparse
 import os
 import platform
 import time
-from dataclasses import replace
 from typing import Any
 
 import gymnasium as gym
@@ -85,12 +84,12 @@ def make_venv(kind: str, n_envs: int) -> VecEnv:
 def measure(kind: str, n_envs: int, steps: int, seed: int) -> tuple[float, float]:
     import torch
 
-    defaults = TrainConfig()
-    torch.set_num_threads(defaults.torch_threads)
+    defaults = TrainConfig.of()
+    torch.set_num_threads(defaults.common.torch_threads)
     timed = Timed(make_venv(kind, n_envs))
     timed.seed(seed)
-    venv = VecNormalize(timed, norm_obs=False, norm_reward=True, gamma=defaults.gamma)
-    model = MaskablePPO("MlpPolicy", venv, **model_kwargs(replace(defaults, seed=seed)))
+    venv = VecNormalize(timed, norm_obs=False, norm_reward=True, gamma=defaults.model.gamma)
+    model = MaskablePPO("MlpPolicy", venv, **model_kwargs(defaults.replace(seed=seed)))
     t0 = time.perf_counter()
     model.learn(total_timesteps=steps)
     seconds = time.perf_counter() - t0

@@ -108,7 +108,7 @@ def _env():
 
 
 def test_training_with_imitation_alone_records_rounds_and_validation_figures(tmp_path):
-    config = TrainConfig(
+    config = TrainConfig.of(
         run_dir=str(tmp_path),
         **{**TINY, "total_timesteps": 0, "imitate": "fitgpp", "imitate_decisions": 200, "imitate_rounds": 2},
     )
@@ -126,7 +126,7 @@ def test_training_with_imitation_alone_records_rounds_and_validation_figures(tmp
 
 def test_training_on_several_workloads_validates_on_each(tmp_path):
     kwargs = {**TINY, "vec_env": "vector", "n_envs": 2, "workloads": ("paper", "philly"), "env_kwargs": {"n_jobs": 60}}
-    run_dir = train(TrainConfig(run_dir=str(tmp_path), **kwargs))
+    run_dir = train(TrainConfig.of(run_dir=str(tmp_path), **kwargs))
     meta = json.loads((run_dir / "model.json").read_text())
     assert set(meta["final_evaluation"]["workloads"]) == {"paper", "philly"}
     assert set(meta["baselines"]) == {"paper", "philly"}
@@ -147,7 +147,7 @@ def test_training_on_several_workloads_validates_on_each(tmp_path):
 )
 def test_train_config_checks_the_new_fields(kwargs, needle):
     with pytest.raises(ConfigError, match=needle):
-        TrainConfig(**kwargs)
+        TrainConfig.of(**kwargs)
 
 
 def test_the_vector_environment_batches_only_equal_reward_settings():

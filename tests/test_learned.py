@@ -26,7 +26,7 @@ from schedgym.workloads import generate, preset  # noqa: E402
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> Path:
     """One tiny MaskablePPO run shared by the tests of this module."""
-    run_dir = train(TrainConfig(run_dir=str(tmp_path_factory.mktemp("runs")), **TINY))
+    run_dir = train(TrainConfig.of(run_dir=str(tmp_path_factory.mktemp("runs")), **TINY))
     return run_dir
 
 
@@ -123,7 +123,8 @@ def test_training_on_a_bundled_trace_validates_on_its_validation_windows(tmp_pat
     workloads = validation_workloads("schedgym/Preemption-v1", {"workload": "philly", "n_jobs": 50}, 2)
     val = trace_workload("philly").window("validation", 0)
     assert [j.job_id for j in workloads[0].jobs] == [j.job_id for j in val.jobs]
-    run_dir = train(TrainConfig(run_dir=str(tmp_path), **{**TINY, "env_kwargs": {"workload": "philly", "n_jobs": 50}}))
+    philly = {**TINY, "env_kwargs": {"workload": "philly", "n_jobs": 50}}
+    run_dir = train(TrainConfig.of(run_dir=str(tmp_path), **philly))
     assert (run_dir / "model.zip").is_file()
 
 
@@ -141,14 +142,14 @@ def test_max_episode_steps_in_env_kwargs_is_gym_makes_not_the_configurations():
 )
 def test_train_config_rejects_unknown_env_and_non_finite_rates(kwargs, needle):
     with pytest.raises(ConfigError, match=needle):
-        TrainConfig(**kwargs)
+        TrainConfig.of(**kwargs)
 
 
 def test_train_refuses_a_run_dir_that_is_a_file(tmp_path):
     afile = tmp_path / "afile"
     afile.write_text("x")
     with pytest.raises(ConfigError, match="run directory"):
-        train(TrainConfig(run_dir=str(afile), **TINY))
+        train(TrainConfig.of(run_dir=str(afile), **TINY))
 
 
 def test_cli_reports_a_missing_model_without_traceback(tmp_path):
@@ -160,7 +161,7 @@ def test_cli_reports_a_missing_model_without_traceback(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("algo", ["ppo", "dqn"])
 def test_unmasked_algorithms_train_and_compare(tmp_path, algo):
-    run_dir = train(TrainConfig(algo=algo, run_dir=str(tmp_path), **TINY))
+    run_dir = train(TrainConfig.of(algo=algo, run_dir=str(tmp_path), **TINY))
     agent = load_agent(run_dir / "model.zip")
     assert not agent.maskable  # its illegal actions become 0, counted
     result = run_comparison(CompareConfig(policies=(f"{algo}:{run_dir / 'model.zip'}",), seeds=1, n_jobs=200))
@@ -219,15 +220,18 @@ def test_train_cli_end_to_end(tmp_path):
 )
 def test_train_config_rejects_bad_values(kwargs, needle):
     with pytest.raises(ConfigError, match=needle):
-        TrainConfig(**kwargs)
+        TrainConfig.of(**kwargs)
 
 
 def test_every_train_config_field_has_a_docstring():
     from dataclasses import fields
 
-    docs = field_docs(TrainConfig)
+    from schedgym._fielddocs import option_fields
+
+    docs = field_docs(TrainConfig)  # the groups'
     assert {f.name for f in fields(TrainConfig)} == set(docs)
     assert all(docs.values())
+    assert all(doc for _, doc in option_fields(TrainConfig))  # every option's
 
 
 # ------------------------------------------------------------------------------------------ statistics
@@ -342,10 +346,10 @@ def test_an_agent_decides_alike_in_the_simulator_and_in_the_environment(trained)
 def test_training_uses_one_torch_thread_by_default(trained):
     import torch
 
-    assert TrainConfig().torch_threads == 1
+    assert TrainConfig.of().common.torch_threads == 1
     assert torch.get_num_threads() == 1  # set by the training run of the fixture
     with pytest.raises(ConfigError, match="torch_threads"):
-        TrainConfig(torch_threads=0)
+        TrainConfig.of(torch_threads=0)
 
 
 def test_an_agent_saved_on_a_superseded_env_id_is_evaluated_on_its_successor(tmp_path):
@@ -369,7 +373,7 @@ def test_training_on_the_batched_vector_environment(tmp_path):
     """maskable_ppo trains on PreemptionVectorEnv by default (vec_env auto -> vector); the run is deterministic
     and records what it used."""
     kwargs = {**TINY, "vec_env": "auto", "n_envs": 2}
-    runs = [train(TrainConfig(run_dir=str(tmp_path / str(i)), **kwargs)) for i in range(2)]
+    runs = [train(TrainConfig.of(run_dir=str(tmp_path / str(i)), **kwargs)) for i in range(2)]
     meta = json.loads((runs[0] / "model.json").read_text())
     assert meta["train_config"]["vec_env"] == "vector"
     assert meta["evaluations"] and meta["final_evaluation"]["illegal_actions"] == 0
@@ -379,9 +383,9 @@ def test_training_on_the_batched_vector_environment(tmp_path):
 
 
 def test_the_vector_environment_is_for_algorithms_that_read_masks():
-    assert TrainConfig(algo="ppo").vec_env == "subproc"
+    assert TrainConfig.of(algo="ppo").sb3.vec_env == "subproc"
     with pytest.raises(ConfigError, match="reads action masks"):
-        TrainConfig(algo="ppo", vec_env="vector")
+        TrainConfig.of(algo="ppo", vec_env="vector")
 
 
 def test_markdown_table_has_every_policy_and_the_verdicts(tmp_path):

@@ -67,7 +67,7 @@ def module() -> MaskedPPOTorchRLModule:
     """The module training builds (PPO's default model config merged), with weights scaled up so that its
     logits differ by more than float rounding."""
     env = make_env(ENV_KWARGS)
-    built = algorithm_config(TrainConfig(**TINY_RLLIB)).get_rl_module_spec(env=env).build()
+    built = algorithm_config(TrainConfig.of(**TINY_RLLIB)).get_rl_module_spec(env=env).build()
     with torch.no_grad():
         for p in built.parameters():
             p.mul_(3.0)
@@ -174,7 +174,7 @@ def test_a_damaged_export_is_refused_in_one_message(module, tmp_path):
 def trained_algo(tmp_path_factory):
     """An RLlib PPO with one remote env runner after one training iteration (64 steps, 2 minibatches); 2
     torch threads, where Ray would give its actor 1."""
-    config = TrainConfig(**{**TINY_RLLIB, "num_env_runners": 1, "torch_threads": 2})
+    config = TrainConfig.of(**{**TINY_RLLIB, "num_env_runners": 1, "torch_threads": 2})
     with algorithm(config, tmp_path_factory.mktemp("logdir")) as algo:
         result = algo.train()
         yield algo, result
@@ -263,7 +263,7 @@ def test_a_saved_agent_loads_by_its_name_without_suffix(run_dir):
 @pytest.mark.parametrize("runners", [0, pytest.param(1, marks=pytest.mark.slow)])
 def test_training_is_deterministic_for_a_seed(tmp_path, runners):
     config = {**TINY_RLLIB, "num_env_runners": runners}
-    runs = [train(TrainConfig(**{**config, "run_dir": str(tmp_path / name)})) for name in ("a", "b")]
+    runs = [train(TrainConfig.of(**{**config, "run_dir": str(tmp_path / name)})) for name in ("a", "b")]
     first, second = (np.load(run / "model.npz") for run in runs)
     assert first.files == second.files
     assert all(np.array_equal(first[k], second[k]) for k in first.files)
@@ -272,7 +272,7 @@ def test_training_is_deterministic_for_a_seed(tmp_path, runners):
 @pytest.mark.filterwarnings("ignore:.*Overriding environment rllib-single-agent-env-v0")
 def test_train_reports_every_evaluation_to_its_hook(tmp_path):
     reported: list[dict] = []
-    run = train(TrainConfig(**{**TINY_RLLIB, "run_dir": str(tmp_path)}), on_evaluation=reported.append)
+    run = train(TrainConfig.of(**{**TINY_RLLIB, "run_dir": str(tmp_path)}), on_evaluation=reported.append)
     assert [r.get("final", False) for r in reported] == [False, True]
     assert all(r["timesteps"] >= 64 and "te_p95" in r["figures"] for r in reported)
     assert reported[-1]["score"] == json.loads((run / "model.json").read_text())["final_evaluation"]["score"]
@@ -310,7 +310,7 @@ def test_rllib_ppo_without_ray_is_one_line_exit_2(capsys, tmp_path, monkeypatch)
 )
 def test_train_config_refuses_what_rllib_ppo_does_not_do(changes, message):
     with pytest.raises(ConfigError, match=message):
-        TrainConfig(**{**TINY_RLLIB, **changes})
+        TrainConfig.of(**{**TINY_RLLIB, **changes})
 
 
 @pytest.mark.slow

@@ -135,9 +135,9 @@ def test_a_model_with_the_row_scorer_learns_saves_and_loads(tmp_path):
 
 def test_train_config_checks_the_policy():
     with pytest.raises(ConfigError, match="Expected policy 'mlp' or 'rows', got 'cnn'"):
-        TrainConfig(policy="cnn")
+        TrainConfig.of(policy="cnn")
     with pytest.raises(ConfigError, match="policy 'rows' needs an actor-critic algorithm"):
-        TrainConfig(policy="rows", algo="dqn")
+        TrainConfig.of(policy="rows", algo="dqn")
 
 
 # --- numpy evaluation against stable-baselines3 ---------------------------------------------------------------
@@ -266,7 +266,7 @@ def test_an_mlp_described_as_rows_is_refused(tmp_path):
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> Path:
     """A tiny MaskablePPO run with the row scorer (a smoke test, not a benchmark)."""
-    return train(TrainConfig(run_dir=str(tmp_path_factory.mktemp("runs")), policy="rows", **TINY))
+    return train(TrainConfig.of(run_dir=str(tmp_path_factory.mktemp("runs")), policy="rows", **TINY))
 
 
 def test_a_row_scorer_run_records_its_policy_and_loads_in_numpy(trained):
@@ -328,7 +328,7 @@ def test_the_row_scorer_imitates_fitgpp_far_better_than_the_mlp():
 
 
 def test_ppo_trains_with_the_row_scorer_and_is_evaluated_without_masks(tmp_path):
-    run_dir = train(TrainConfig(run_dir=str(tmp_path), algo="ppo", policy="rows", **TINY))
+    run_dir = train(TrainConfig.of(run_dir=str(tmp_path), algo="ppo", policy="rows", **TINY))
     agent = load_agent(run_dir / "model.zip")
     assert isinstance(agent.network, RowScorerNetwork) and not agent.maskable
     model = PPO.load(run_dir / "model.zip", device="cpu")

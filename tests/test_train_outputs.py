@@ -146,7 +146,7 @@ def measure(tmp_path: Path, scenario: str) -> Injector:
             rising_scores(mp)
         runs = tmp_path / "measured"
         injector = Injector(mp, runs)
-        train(TrainConfig(run_dir=str(runs), **{**TINY, **SCENARIOS[scenario]}))
+        train(TrainConfig.of(run_dir=str(runs), **{**TINY, **SCENARIOS[scenario]}))
     return injector
 
 
@@ -157,7 +157,7 @@ def fail_at(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scenario: str, k: i
     runs = tmp_path / f"runs{k}"  # made by the run: removed again if it holds nothing complete
     injector = Injector(monkeypatch, runs, fail_at=k)
     with pytest.raises(SchedGymError) as caught:
-        train(TrainConfig(run_dir=str(runs), **{**TINY, **SCENARIOS[scenario]}))
+        train(TrainConfig.of(run_dir=str(runs), **{**TINY, **SCENARIOS[scenario]}))
     message = str(caught.value)
     assert "\n" not in message and message.startswith("cannot write ") and message.endswith(": No space left on device")
     assert_whole(runs)
@@ -227,7 +227,7 @@ def test_two_runs_started_in_the_same_second_do_not_share_a_folder(tmp_path, mon
     from agents.train import _new_run_dir
 
     monkeypatch.setattr(time, "strftime", lambda fmt: "20260101-000000")
-    config = TrainConfig(run_dir=str(tmp_path / "runs"), **TINY)
+    config = TrainConfig.of(run_dir=str(tmp_path / "runs"), **TINY)
     first, created = _new_run_dir(config)
     second, _ = _new_run_dir(config)
     assert created == tmp_path / "runs"
@@ -300,10 +300,10 @@ def test_a_network_beyond_max_parameters_is_refused_before_torch_allocates(capsy
 
 
 def test_the_default_network_is_far_inside_the_limit_and_a_wide_one_beyond():
-    assert network_parameters(TrainConfig(**TINY)) == 2 * (228 * 64 + 64 + 64 * 64 + 64) + 64 * 17 + 17 + 64 + 1
-    TrainConfig(**{**TINY, "net_arch": (4800, 4800)})  # 48,374,418
+    assert network_parameters(TrainConfig.of(**TINY)) == 2 * (228 * 64 + 64 + 64 * 64 + 64) + 64 * 17 + 17 + 64 + 1
+    TrainConfig.of(**{**TINY, "net_arch": (4800, 4800)})  # 48,374,418
     with pytest.raises(ConfigError, match=r"^net_arch 5000,5000: 52,390,018 parameters .*MAX_PARAMETERS\)$"):
-        TrainConfig(**{**TINY, "net_arch": (5000, 5000)})
+        TrainConfig.of(**{**TINY, "net_arch": (5000, 5000)})
 
 
 @pytest.mark.parametrize(
@@ -317,14 +317,15 @@ def test_the_parameter_count_is_the_models(changes):
     from agents.learned import algo_class
     from agents.train import model_kwargs
 
-    config = TrainConfig(**{**TINY, "net_arch": (9, 5), **changes})
+    config = TrainConfig.of(**{**TINY, "net_arch": (9, 5), **changes})
     policy: Any = "MlpPolicy"
-    if config.policy == "rows":
+    if config.sb3.policy == "rows":
         from agents.row_policy import POLICIES
 
-        policy = POLICIES[config.algo]
-    kwargs = {**model_kwargs(config), **({"buffer_size": 10} if config.algo == "dqn" else {})}
-    model = algo_class(config.algo)(policy, gym.make(config.env_id, **config.env_kwargs), **kwargs)
+        policy = POLICIES[config.common.algo]
+    kwargs = {**model_kwargs(config), **({"buffer_size": 10} if config.common.algo == "dqn" else {})}
+    env = gym.make(config.common.env_id, **config.common.env_kwargs)
+    model = algo_class(config.common.algo)(policy, env, **kwargs)
     assert network_parameters(config) == sum(p.numel() for p in model.policy.parameters())
 
 
@@ -493,7 +494,7 @@ def test_a_failed_rllib_checkpoint_keeps_the_previous_one(rllib, tmp_path, error
     from agents.rllib_train import algorithm, save_checkpoint
 
     path = tmp_path / "checkpoint"
-    with algorithm(TrainConfig(**rllib), tmp_path / "logs") as algo:
+    with algorithm(TrainConfig.of(**rllib), tmp_path / "logs") as algo:
         save_checkpoint(algo, path)
         before = digests(path)
         assert "rllib_checkpoint.json" in before and os.stat(path).st_mode & 0o777 == 0o777 & ~umask()
@@ -525,7 +526,7 @@ def test_a_failed_final_export_keeps_the_best_actor(rllib, tmp_path, monkeypatch
 
     monkeypatch.setattr(_atomic, "_open_raw", open_)
     with pytest.raises(SchedGymError, match=r"model\.npz: No space left on device$"):
-        train(TrainConfig(run_dir=str(runs), **{**rllib, "total_timesteps": 128}))
+        train(TrainConfig.of(run_dir=str(runs), **{**rllib, "total_timesteps": 128}))
     (run_dir,) = runs.iterdir()
     names = sorted(p.name for p in run_dir.iterdir())
     assert names == ["best_model.json", "best_model.npz", "checkpoint"], names
@@ -538,6 +539,6 @@ def test_the_parameter_count_is_the_rllib_modules(rllib):
     from agents.rllib_train import algorithm_config
     from schedgym.rllib import make_env
 
-    config = TrainConfig(**{**rllib, "net_arch": (9, 5)})
-    module = algorithm_config(config).get_rl_module_spec(env=make_env(config.env_kwargs)).build()
+    config = TrainConfig.of(**{**rllib, "net_arch": (9, 5)})
+    module = algorithm_config(config).get_rl_module_spec(env=make_env(config.common.env_kwargs)).build()
     assert network_parameters(config) == sum(p.numel() for p in module.parameters())

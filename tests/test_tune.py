@@ -6,7 +6,6 @@ line's errors are tests/test_tune_search.py (no Ray)."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import io
 import json
 import shlex
@@ -109,8 +108,8 @@ def test_the_best_command_reproduces_the_trials_figures_in_this_process(searched
     *_, data, _ = searched
     best = data["best"]
     args = build_parser().parse_args(shlex.split(best["command"])[1:])
-    config = TrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)})
-    run_dir = train(dataclasses.replace(config, run_dir=str(tmp_path), progress=False))
+    config = TrainConfig.of(**{name: getattr(args, name) for name in TrainConfig.option_names()})
+    run_dir = train(config.replace(run_dir=str(tmp_path), progress=False))
     final = json.loads((run_dir / "model.json").read_text())["final_evaluation"]
     figures = {f: final["figures"][f] for f in ("te_p95", "be_p50", "be_p95", "be_p99")}
     assert figures == {f: best["figures"][f] for f in figures}  # exactly: same seed, same result, any executor

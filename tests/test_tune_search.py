@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import shlex
 import sys
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -265,8 +265,8 @@ def test_the_train_command_rebuilds_the_trials_configuration():
     argv = shlex.split(command)
     assert argv[:2] == ["schedgym", "train"]
     args = build_parser().parse_args(argv[1:])
-    rebuilt = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)} | {"progress": False})
-    assert rebuilt == TrainConfig(**kwargs)
+    rebuilt = TrainConfig.of(**{name: getattr(args, name) for name in TrainConfig.option_names()} | {"progress": False})
+    assert rebuilt == TrainConfig.of(**kwargs)
 
 
 # --- the command line
