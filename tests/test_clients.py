@@ -306,3 +306,55 @@ def test_the_subpackages_are_reachable_after_a_plain_import():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.splitlines()[0].startswith("IllegalActionAsWait [")
     assert "has no attribute 'nope'" in out
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 6. For clients that cannot mask: an illegal action taken as a wait, as an env option
+
+
+def test_an_illegal_action_is_taken_as_a_wait_and_counted():
+    kwargs = {"n_jobs": 120, "max_candidates": 4}
+    env, twin = PreemptionEnv(illegal_action="wait", **kwargs), PreemptionEnv(**kwargs)
+    _, info = env.reset(seed=1)
+    twin.reset(seed=1)
+    assert info["illegal_actions"] == 0
+    rng = np.random.default_rng(0)
+    illegal = 0
+    for _ in range(400):
+        action = int(rng.integers(kwargs["max_candidates"] + 1))  # blind: often illegal
+        legal = bool(env.action_masks()[action])
+        illegal += not legal
+        got = env.step(action)
+        expected = twin.step(action if legal else 0)
+        assert np.array_equal(got[0], expected[0]) and got[1:4] == expected[1:4]
+        assert got[4]["illegal_actions"] == illegal
+        if got[2]:
+            break
+    assert illegal > 0
+    if got[2]:
+        env.reset(seed=2)
+    with pytest.raises(SchedGymError, match="integer action"):  # not an integer: still an error
+        env.step(1.5)
+
+
+def test_the_checkers_accept_the_wait_option():
+    from gymnasium.utils.env_checker import check_env
+
+    check_env(gym.make(ID, illegal_action="wait", n_jobs=100).unwrapped)
+    with pytest.raises(SchedGymError, match="illegal_action 'raise' or 'wait'"):
+        PreemptionEnv(illegal_action="ignore")
+
+
+@pytest.mark.parametrize("mode", ["next-step", "same-step"])
+def test_the_vector_env_takes_illegal_actions_as_waits_as_its_sub_environments_do(mode):
+    from gymnasium.vector import SyncVectorEnv
+
+    kwargs = {"n_jobs": 60, "max_candidates": 4, "illegal_action": "wait"}
+    venv = gym.make_vec(ID, num_envs=3, vectorization_mode="vector_entry_point", autoreset_mode=mode, **kwargs)
+    ref = SyncVectorEnv([lambda: PreemptionEnv(**kwargs) for _ in range(3)], autoreset_mode=MODES[mode])
+    _same(venv.reset(seed=5), ref.reset(seed=5), "reset")
+    rng = np.random.default_rng(1)
+    for t in range(80):
+        actions = rng.integers(kwargs["max_candidates"] + 1, size=3)  # blind
+        _same(venv.step(actions), ref.step(actions), f"step {t}")
+    _same(venv.step(list(actions)), ref.step(list(actions)), "a list of actions")

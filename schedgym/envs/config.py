@@ -62,6 +62,11 @@ class EnvConfig:
     """weight of BE jobs' accrued slowdown (0 gives a TE-only reward)"""
     preemption_cost: float = 0.0
     """reward subtracted per preempted job"""
+    illegal_action: str = "raise"
+    """an illegal action (an integer outside the mask): ``raise`` (:class:`~schedgym.errors.IllegalDecisionError`)
+    or ``wait`` (taken as 0, preempt nobody, and counted in ``info["illegal_actions"]``): for clients that
+    cannot mask and cannot insert a wrapper (``make_vec`` with the vector entry point). A non-integer action
+    still raises"""
     info: str = "flat"
     """what ``info`` holds: ``flat`` (numbers of one type and shape for the whole episode, which every RL
     library can store: ``te_job`` as a job index, -1 for none, and the reward's parts as ``reward_te``,
@@ -93,6 +98,8 @@ class EnvConfig:
         self.source  # noqa: B018 - the workload name and load are checked there
         if self.load is not None and type(self.load) not in (int, float):  # a numpy scalar
             object.__setattr__(self, "load", float(self.load))
+        if not isinstance(self.illegal_action, str) or self.illegal_action not in ("raise", "wait"):
+            raise ConfigError(f"Expected illegal_action 'raise' or 'wait', got {self.illegal_action!r}")
         if not isinstance(self.info, str) or self.info not in ("flat", "full"):
             raise ConfigError(f"Expected info 'flat' or 'full', got {self.info!r}")
         if not isinstance(self.reward, str) or self.reward not in ("slowdown", "bounded_slowdown"):

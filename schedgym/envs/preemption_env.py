@@ -12,7 +12,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from schedgym.decision import StepwiseDecision, observation_size, observation_table
+from schedgym.decision import StepwiseDecision, action_index, observation_size, observation_table
 from schedgym.decision.backend import DecisionBackend, NativeDecision, Reward, open_backend
 from schedgym.envs.config import EnvConfig
 from schedgym.envs.render import render_ansi, render_rgb
@@ -177,6 +177,7 @@ class PreemptionEnv(gym.Env):
             bounded=self.config.reward != "slowdown",
         )
         self._backend: DecisionBackend | None = None
+        self._n_illegal = 0  # illegal actions taken as waits in this episode (illegal_action="wait")
 
     # ------------------------------------------------------------------ Gymnasium API
     def reset(
@@ -200,6 +201,7 @@ class PreemptionEnv(gym.Env):
             rng=self.np_random,
             protocol=self._protocol,
         )
+        self._n_illegal = 0
         info = self._info(interval=self.sim.now, parts=(0.0, 0.0, 0.0))
         return self._backend.observe(), info
 
@@ -208,6 +210,11 @@ class PreemptionEnv(gym.Env):
         if backend is None:
             raise SchedGymError("step() called on a finished episode (or before reset()); call reset() first")
         start = backend.sim.now
+        if self.config.illegal_action == "wait" and not backend.ended:
+            a = action_index(action)  # not an integer (True, 1.5): an error still
+            if not 0 <= a <= (backend.n_rows if backend.job >= 0 else 0):
+                action = 0
+                self._n_illegal += 1
         n_preempted = backend.step(action)  # checks the action first
         parts = self.reward_config.parts(backend, n_preempted)
         reward = parts[0] + parts[1] + parts[2]
@@ -303,6 +310,8 @@ class PreemptionEnv(gym.Env):
             "reward_be": parts[1],
             "reward_preemption": parts[2],
         }
+        if self.config.illegal_action == "wait":
+            info["illegal_actions"] = self._n_illegal
         if self.config.info == "full":
             info["te_job_id"] = backend.table.job_ids[job] if job >= 0 else None
             info["reward_parts"] = {"te_slowdown": parts[0], "be_slowdown": parts[1], "preemption": parts[2]}

@@ -111,6 +111,8 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
         self._autoreset = np.zeros(self.num_envs, dtype=bool)  # episodes that ended at the last step
         self._steps = np.zeros(self.num_envs, dtype=np.int64)
         self._batch: DecisionBatch | None = None  # from the first reset() on
+        self._wait_if_illegal = first.config.illegal_action == "wait"
+        self._n_illegal = np.zeros(self.num_envs, dtype=np.int64)  # per episode, with illegal_action="wait"
 
     def reset(
         self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
@@ -140,6 +142,7 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
         if reset_mask is None:
             self._autoreset[:] = False
             self._steps[:] = 0
+            self._n_illegal[:] = 0
             if self._batch is None:
                 self._batch = self._open_batch()
             else:  # the same batch (its threads) for the new episodes, unless one needs another kind
@@ -149,6 +152,7 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
         # others keep their last observation.
         self._autoreset[reset_mask] = False
         self._steps[reset_mask] = 0
+        self._n_illegal[reset_mask] = 0
         batch = self._synced_batch()
         for i, obs in resets.items():
             batch.obs[i] = obs
@@ -212,7 +216,7 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
             rewards,
             terminated,
             truncated,
-            batch_infos(batch, full=self.envs[0].config.info == "full"),
+            self._infos(batch),
         )
 
     def _reset_same_step(self, batch: DecisionBatch) -> dict[str, Any]:
@@ -223,17 +227,26 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
         final_obs = np.full(self.num_envs, None, dtype=object)  # unbatched, as Gymnasium's _add_info keeps it
         for i in np.flatnonzero(ended).tolist():
             final_obs[i] = batch.obs[i].copy()
-        final_info = _rows_only(batch_infos(batch, full=self.envs[0].config.info == "full"), ended)
+        final_info = _rows_only(self._infos(batch), ended)
         for i in np.flatnonzero(ended).tolist():
             obs, info = self.envs[i].reset()
             self._load_reset(i, obs, info)
             self._steps[i] = 0
         self._autoreset[:] = False
-        infos = batch_infos(batch, full=self.envs[0].config.info == "full")
+        infos = self._infos(batch)
         final = {"final_obs": final_obs, "_final_obs": ended, "final_info": final_info, "_final_info": ended.copy()}
         # Gymnasium adds each sub-environment's entries in turn, so the keys come first when sub-environment 0's
         # episode ended, after the others otherwise.
         return {**final, **infos} if ended[0] else {**infos, **final}
+
+    def _infos(self, batch: DecisionBatch) -> dict[str, Any]:
+        """The step's info, as the sub-environments' infos batched (illegal_actions last, as the single
+        environment adds it)."""
+        infos = batch_infos(batch, full=self.envs[0].config.info == "full")
+        if self._wait_if_illegal:
+            infos["illegal_actions"] = self._n_illegal.copy()
+            infos["_illegal_actions"] = np.ones(self.num_envs, dtype=bool)
+        return infos
 
     def _reset_mask(self, mask: Any) -> np.ndarray:
         if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_ or mask.shape != (self.num_envs,):
@@ -299,6 +312,7 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
         batch.sim_time[i] = info["sim_time"]
         batch.interval[i] = info["interval"]
         batch.preemptions[i] = info["preemptions"]
+        self._n_illegal[i] = 0
         batch.load(i, self.envs[i].backend)  # a backend it cannot step makes it stale: the next step opens anew
 
     def _check_actions(self, actions: Any, resetting: np.ndarray) -> np.ndarray:
@@ -329,12 +343,21 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
             bad = ~resetting & ((out < 0) | (out > n_rows))
             if not bad.any():
                 return out
+            if self._wait_if_illegal:  # taken as waits, and counted
+                out[bad] = 0
+                self._n_illegal += bad
+                return out
         else:  # floats, objects, bools, or a list (whose items are checked as given: [True, 1] is no int array)
             out = np.zeros(n, dtype=np.int64)
         given = list(actions) if isinstance(actions, (list, tuple)) else raw.tolist()
         for i in np.flatnonzero(~resetting).tolist():
             try:
-                if not pending[i]:
+                if self._wait_if_illegal:
+                    a = action_index(given[i])  # a non-integer is an error still
+                    legal = 0 <= a <= (int(n_rows[i]) if pending[i] else 0)
+                    out[i] = a if legal else 0
+                    self._n_illegal[i] += not legal
+                elif not pending[i]:
                     if action_index(given[i]) != 0:
                         raise IllegalDecisionError(
                             f"Action {given[i]!r} is illegal: no decision is pending; legal: [0]"
@@ -431,7 +454,7 @@ def _shorten(value: object, limit: int = 200) -> str:
 
 
 # EnvConfig fields every sub-environment shares: the batched spaces and the batch's reward.
-_BATCHED_FIELDS = ("max_candidates", "reward", "te_weight", "be_weight", "preemption_cost", "info")
+_BATCHED_FIELDS = ("max_candidates", "reward", "te_weight", "be_weight", "preemption_cost", "info", "illegal_action")
 
 
 __all__ = ["MaskedMultiDiscrete", "PreemptionVectorEnv"]
