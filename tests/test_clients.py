@@ -134,7 +134,7 @@ def _same(got, expected, where: str) -> None:
     else:
         got, expected = np.asarray(got), np.asarray(expected)
         assert got.dtype == expected.dtype and got.shape == expected.shape, where
-        if expected.dtype == object and any(isinstance(e, np.ndarray) for e in expected):  # final_obs
+        if expected.dtype == object and any(isinstance(e, (np.ndarray, dict)) for e in expected):  # final_obs
             for i, (g, e) in enumerate(zip(got, expected, strict=True)):
                 assert (g is None) == (e is None), f"{where}[{i}]"
                 if e is not None:
@@ -358,3 +358,40 @@ def test_the_vector_env_takes_illegal_actions_as_waits_as_its_sub_environments_d
         actions = rng.integers(kwargs["max_candidates"] + 1, size=3)  # blind
         _same(venv.step(actions), ref.step(actions), f"step {t}")
     _same(venv.step(list(actions)), ref.step(list(actions)), "a list of actions")
+
+
+def test_the_dict_observation_carries_the_mask_and_passes_the_checkers():
+    from gymnasium.utils.env_checker import check_env
+
+    env = PreemptionEnv(observation="dict", n_jobs=100)
+    assert isinstance(env.observation_space, spaces.Dict)
+    assert set(env.observation_space.spaces) == {"observations", "action_mask"}
+    obs, info = env.reset(seed=0)
+    assert env.observation_space.contains(obs)
+    assert np.array_equal(obs["action_mask"], info["action_mask"].astype(np.float32))
+    flat = PreemptionEnv(n_jobs=100)
+    assert np.array_equal(obs["observations"], flat.reset(seed=0)[0])
+    check_env(PreemptionEnv(observation="dict", n_jobs=100))
+    sb3 = pytest.importorskip("stable_baselines3.common.env_checker")
+    sb3.check_env(PreemptionEnv(observation="dict", n_jobs=100), warn=False)
+    with pytest.raises(SchedGymError, match="observation 'flat' or 'dict'"):
+        PreemptionEnv(observation="tuple")
+
+
+@pytest.mark.parametrize("mode", ["next-step", "same-step", "disabled"])
+def test_the_vector_env_batches_the_dict_observation_as_sync_vector_env(mode):
+    from gymnasium.vector import SyncVectorEnv
+
+    kwargs = {"n_jobs": 60, "max_candidates": 4, "observation": "dict", "illegal_action": "wait"}
+    venv = gym.make_vec(ID, num_envs=3, vectorization_mode="vector_entry_point", autoreset_mode=mode, **kwargs)
+    ref = SyncVectorEnv([lambda: PreemptionEnv(**kwargs) for _ in range(3)], autoreset_mode=MODES[mode])
+    assert venv.observation_space == ref.observation_space
+    _same(venv.reset(seed=2), ref.reset(seed=2), "reset")
+    rng = np.random.default_rng(3)
+    for t in range(80):
+        actions = rng.integers(kwargs["max_candidates"] + 1, size=3)
+        got, expected = venv.step(actions), ref.step(actions)
+        _same(got, expected, f"step {t}")
+        if mode == "disabled" and (got[2] | got[3]).any():
+            mask = got[2] | got[3]
+            _same(venv.reset(options={"reset_mask": mask}), ref.reset(options={"reset_mask": mask}), f"mask {t}")

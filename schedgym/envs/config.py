@@ -67,6 +67,10 @@ class EnvConfig:
     or ``wait`` (taken as 0, preempt nobody, and counted in ``info["illegal_actions"]``): for clients that
     cannot mask and cannot insert a wrapper (``make_vec`` with the vector entry point). A non-integer action
     still raises"""
+    observation: str = "flat"
+    """``flat`` (the ``Box`` of :mod:`schedgym.decision.features`) or ``dict``: ``{"observations": that Box,
+    "action_mask": Box(0, 1, (max_candidates + 1,), float32)}``, the legal actions inside the observation,
+    the convention RLlib's and Tianshou's action-masking models read"""
     info: str = "flat"
     """what ``info`` holds: ``flat`` (numbers of one type and shape for the whole episode, which every RL
     library can store: ``te_job`` as a job index, -1 for none, and the reward's parts as ``reward_te``,
@@ -100,6 +104,8 @@ class EnvConfig:
             object.__setattr__(self, "load", float(self.load))
         if not isinstance(self.illegal_action, str) or self.illegal_action not in ("raise", "wait"):
             raise ConfigError(f"Expected illegal_action 'raise' or 'wait', got {self.illegal_action!r}")
+        if not isinstance(self.observation, str) or self.observation not in ("flat", "dict"):
+            raise ConfigError(f"Expected observation 'flat' or 'dict', got {self.observation!r}")
         if not isinstance(self.info, str) or self.info not in ("flat", "full"):
             raise ConfigError(f"Expected info 'flat' or 'full', got {self.info!r}")
         if not isinstance(self.reward, str) or self.reward not in ("slowdown", "bounded_slowdown"):

@@ -168,7 +168,12 @@ class PreemptionEnv(gym.Env):
             self._trace = self.source.pool(self.config.split)
             self._trace.check_fits(self.cluster)
         m = self.config.max_candidates
-        self.observation_space = spaces.Box(0.0, 1.0, shape=(observation_size(m),), dtype=np.float32)
+        flat = spaces.Box(0.0, 1.0, shape=(observation_size(m),), dtype=np.float32)
+        self.observation_space: spaces.Space[Any] = flat
+        if self.config.observation == "dict":
+            mask = spaces.Box(0.0, 1.0, shape=(m + 1,), dtype=np.float32)
+            # (keys in the order Gymnasium's Dict space keeps them: sorted)
+            self.observation_space = spaces.Dict({"action_mask": mask, "observations": flat})
         self.action_space = MaskedDiscrete(m + 1, mask_fn=self.action_masks)
         self.reward_config = Reward(
             te_weight=self.config.te_weight,
@@ -203,7 +208,7 @@ class PreemptionEnv(gym.Env):
         )
         self._n_illegal = 0
         info = self._info(interval=self.sim.now, parts=(0.0, 0.0, 0.0))
-        return self._backend.observe(), info
+        return self._observe(self._backend), info
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         backend = self._backend
@@ -219,7 +224,7 @@ class PreemptionEnv(gym.Env):
         parts = self.reward_config.parts(backend, n_preempted)
         reward = parts[0] + parts[1] + parts[2]
         info = self._info(interval=backend.sim.now - start, parts=parts)
-        return backend.observe(), float(reward), backend.done, False, info
+        return self._observe(backend), float(reward), backend.done, False, info
 
     def action_masks(self) -> np.ndarray:
         """Legal actions of the current decision (bool, shape ``(max_candidates + 1,)``); 0 is always legal."""
@@ -289,6 +294,12 @@ class PreemptionEnv(gym.Env):
         plain = self.action_space
         assert isinstance(plain, spaces.Discrete)
         self.action_space = MaskedDiscrete.bound_to(plain, self.action_masks)
+
+    def _observe(self, backend: DecisionBackend) -> Any:
+        obs = backend.observe()
+        if self.config.observation == "dict":
+            return {"action_mask": backend.mask().astype(np.float32), "observations": obs}
+        return obs
 
     # ------------------------------------------------------------------ info
     def _info(self, interval: float, parts: tuple[float, float, float]) -> dict[str, Any]:

@@ -112,11 +112,12 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
         self._steps = np.zeros(self.num_envs, dtype=np.int64)
         self._batch: DecisionBatch | None = None  # from the first reset() on
         self._wait_if_illegal = first.config.illegal_action == "wait"
+        self._dict_obs = first.config.observation == "dict"
         self._n_illegal = np.zeros(self.num_envs, dtype=np.int64)  # per episode, with illegal_action="wait"
 
     def reset(
         self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[np.ndarray, dict[str, Any]]:
+    ) -> tuple[Any, dict[str, Any]]:
         """Reset every sub-environment: ``seed`` an int (sub-environment ``i`` gets ``seed + i``), a list of
         seeds, or None; ``options`` go to every sub-environment."""
         if seed is None or is_integer(seed):
@@ -145,18 +146,33 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
             self._n_illegal[:] = 0
             if self._batch is None:
                 self._batch = self._open_batch()
-            else:  # the same batch (its threads) for the new episodes, unless one needs another kind
-                self._synced_batch()
-            return np.stack(list(resets.values())), infos
-        # Some sub-environments only (Gymnasium's reset_mask, what autoreset_mode="disabled" is used with): the
-        # others keep their last observation.
-        self._autoreset[reset_mask] = False
-        self._steps[reset_mask] = 0
-        self._n_illegal[reset_mask] = 0
-        batch = self._synced_batch()
+        else:
+            # Some sub-environments only (Gymnasium's reset_mask, what autoreset_mode="disabled" is used with):
+            # the others keep their last observation.
+            self._autoreset[reset_mask] = False
+            self._steps[reset_mask] = 0
+            self._n_illegal[reset_mask] = 0
+        batch = self._synced_batch()  # the same batch (its threads), unless a backend needs another kind
         for i, obs in resets.items():
-            batch.obs[i] = obs
-        return batch.obs.copy(), infos
+            batch.obs[i] = self._flat(obs)
+        return self._observations(batch), infos
+
+    def _flat(self, obs: Any) -> np.ndarray:
+        """A sub-environment's observation without its mask (observation="dict" carries it too)."""
+        flat: np.ndarray = obs["observations"] if self._dict_obs else obs
+        return flat
+
+    def _observations(self, batch: DecisionBatch) -> Any:
+        """The batched observation: the arrays copied out (with the masks, for observation="dict")."""
+        if self._dict_obs:
+            return {"action_mask": batch.mask.astype(np.float32), "observations": batch.obs.copy()}
+        return batch.obs.copy()
+
+    def _row_observation(self, batch: DecisionBatch, i: int) -> Any:
+        """Sub-environment ``i``'s observation, unbatched (``final_obs``)."""
+        if self._dict_obs:
+            return {"action_mask": batch.mask[i].astype(np.float32), "observations": batch.obs[i].copy()}
+        return batch.obs[i].copy()
 
     def reset_sub_env(
         self, index: int, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -173,7 +189,7 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
             self._batch = self._open_batch()
         return obs, info
 
-    def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         batch = self._synced_batch()
         if self.autoreset_mode == AutoresetMode.NEXT_STEP:
             resetting = self._autoreset  # the episodes that ended at the previous step reset at this one
@@ -210,9 +226,9 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
         self._autoreset = terminated | truncated
         if self.autoreset_mode == AutoresetMode.SAME_STEP and self._autoreset.any():
             infos = self._reset_same_step(batch)  # first: the ended rows' observations become the new episodes'
-            return batch.obs.copy(), rewards, terminated, truncated, infos
+            return self._observations(batch), rewards, terminated, truncated, infos
         return (
-            batch.obs.copy(),
+            self._observations(batch),
             rewards,
             terminated,
             truncated,
@@ -226,7 +242,7 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
         ended = self._autoreset.copy()
         final_obs = np.full(self.num_envs, None, dtype=object)  # unbatched, as Gymnasium's _add_info keeps it
         for i in np.flatnonzero(ended).tolist():
-            final_obs[i] = batch.obs[i].copy()
+            final_obs[i] = self._row_observation(batch, i)
         final_info = _rows_only(self._infos(batch), ended)
         for i in np.flatnonzero(ended).tolist():
             obs, info = self.envs[i].reset()
@@ -305,7 +321,7 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
         step's results."""
         batch = self._batch
         assert batch is not None
-        batch.obs[i] = obs
+        batch.obs[i] = self._flat(obs)
         batch.reward[i] = 0.0
         batch.parts[i] = (info["reward_te"], info["reward_be"], info["reward_preemption"])
         batch.terminated[i] = False
@@ -454,7 +470,16 @@ def _shorten(value: object, limit: int = 200) -> str:
 
 
 # EnvConfig fields every sub-environment shares: the batched spaces and the batch's reward.
-_BATCHED_FIELDS = ("max_candidates", "reward", "te_weight", "be_weight", "preemption_cost", "info", "illegal_action")
+_BATCHED_FIELDS = (
+    "max_candidates",
+    "reward",
+    "te_weight",
+    "be_weight",
+    "preemption_cost",
+    "info",
+    "illegal_action",
+    "observation",
+)
 
 
 __all__ = ["MaskedMultiDiscrete", "PreemptionVectorEnv"]
