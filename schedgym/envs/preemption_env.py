@@ -24,7 +24,29 @@ from schedgym.sim.simulator import SimConfig, Simulator, is_integer
 from schedgym.workloads.trace import Workload
 
 
-class MaskedDiscrete(spaces.Discrete):
+class MaskedSpace:
+    """What the masked action spaces share: pickled or copied alone, one is its plain Gymnasium base space
+    (``Discrete``, ``MultiDiscrete``) with the same size and generator state. The mask function would drag
+    the environment and its simulation along (into every saved SB3 model), and loading it would need
+    schedgym's internals. An environment re-binds its own space when it is copied (:meth:`bound_to`)."""
+
+    _mask_fn: Any
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        plain = next(c for c in type(self).__mro__ if c.__module__.startswith("gymnasium."))
+        state = {k: v for k, v in self.__dict__.items() if k != "_mask_fn"}
+        return (plain.__new__, (plain,), state)  # object.__new__: unpickling needs gymnasium only
+
+    @classmethod
+    def bound_to(cls, space: spaces.Space[Any], mask_fn: Any) -> Any:
+        """``space`` (size, start, generator state) as this masked space sampling from ``mask_fn``."""
+        masked = cls.__new__(cls)
+        masked.__dict__.update(space.__dict__)
+        masked._mask_fn = mask_fn
+        return masked
+
+
+class MaskedDiscrete(MaskedSpace, spaces.Discrete):
     """``Discrete`` whose ``sample()`` without a mask draws a *legal* action of the environment's current
     decision (uniformly, from the space's own seeded generator). With an explicit ``mask`` or
     ``probability`` it behaves exactly as ``Discrete``."""
@@ -37,22 +59,6 @@ class MaskedDiscrete(spaces.Discrete):
         if mask is None and probability is None and self._mask_fn is not None:
             mask = self._mask_fn().astype(np.int8)
         return super().sample(mask=mask, probability=probability)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # Pickled or copied alone, the space is a plain Discrete of the same size and generator state: the
-        # mask function would drag the environment and its simulation along (into every saved SB3 model), and
-        # loading it would need schedgym's internals. The environment re-binds its own space when it is
-        # copied (PreemptionEnv.__setstate__).
-        state = {k: v for k, v in self.__dict__.items() if k != "_mask_fn"}
-        return (spaces.Discrete, (int(self.n),), state)
-
-    @classmethod
-    def bound_to(cls, space: spaces.Discrete, mask_fn: Any) -> MaskedDiscrete:
-        """``space`` (size, start, generator state) as a masked space sampling from ``mask_fn``."""
-        masked = cls.__new__(cls)
-        masked.__dict__.update(space.__dict__)
-        masked._mask_fn = mask_fn
-        return masked
 
 
 class PreemptionEnv(gym.Env):

@@ -41,7 +41,7 @@ from gymnasium.vector.utils import batch_space
 from schedgym.decision import action_index, check_action
 from schedgym.decision.batch import DecisionBatch, batch_infos, open_batch
 from schedgym.envs.config import EnvConfig
-from schedgym.envs.preemption_env import PreemptionEnv
+from schedgym.envs.preemption_env import MaskedSpace, PreemptionEnv
 from schedgym.errors import ConfigError, IllegalDecisionError, SchedGymError
 from schedgym.sim.simulator import is_integer
 
@@ -403,7 +403,7 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
             self._batch = self._open_batch()
 
 
-class MaskedMultiDiscrete(spaces.MultiDiscrete):
+class MaskedMultiDiscrete(MaskedSpace, spaces.MultiDiscrete):
     """The vector environment's action space: ``MultiDiscrete`` whose ``sample()`` without a mask draws a legal
     action for every sub-environment (from :meth:`PreemptionVectorEnv.action_masks`), as the single
     environment's :class:`~schedgym.envs.preemption_env.MaskedDiscrete` does. Pickled or copied alone it is a
@@ -417,17 +417,6 @@ class MaskedMultiDiscrete(spaces.MultiDiscrete):
         if mask is None and probability is None and self._mask_fn is not None:
             mask = tuple(self._mask_fn().astype(np.int8))
         return super().sample(mask=mask, probability=probability)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        state = {k: v for k, v in self.__dict__.items() if k != "_mask_fn"}
-        return (spaces.MultiDiscrete, (self.nvec.copy(),), state)
-
-    @classmethod
-    def bound_to(cls, space: spaces.MultiDiscrete, mask_fn: Any) -> MaskedMultiDiscrete:
-        masked = cls.__new__(cls)
-        masked.__dict__.update(space.__dict__)
-        masked._mask_fn = mask_fn
-        return masked
 
 
 def _autoreset_mode(value: object) -> AutoresetMode:
