@@ -2,7 +2,9 @@
 
 Every test module runs once per simulation engine (``native``, then ``python``): the whole suite holds both
 engines to the same expectations. Where the native engine is not built, its runs are skipped, except in CI
-(``CI`` set), where they fail: CI must test the engine users get.
+(``CI`` set), where they fail: CI must test the engine users get. ``SCHEDGYM_TEST_ENGINES=native`` (a comma-
+separated subset) runs fewer: CI's second environment, whose point is Ray and an older Gymnasium, not the
+engines' agreement, which the first one checks.
 """
 
 from __future__ import annotations
@@ -20,7 +22,15 @@ from schedgym.sim import ClusterSpec, Simulator
 from schedgym.sim.simulator import ENGINES, ENV_VAR, native_available
 
 
-@pytest.fixture(scope="module", params=ENGINES, autouse=True)
+def _engines_to_test() -> list[str]:
+    chosen = [e for e in os.environ.get("SCHEDGYM_TEST_ENGINES", ",".join(ENGINES)).split(",") if e]
+    unknown = sorted(set(chosen) - set(ENGINES))
+    if unknown or not chosen:
+        raise pytest.UsageError(f"SCHEDGYM_TEST_ENGINES: expected a comma-separated subset of {list(ENGINES)}")
+    return chosen
+
+
+@pytest.fixture(scope="module", params=_engines_to_test(), autouse=True)
 def engine(request: pytest.FixtureRequest) -> Iterator[str]:
     """The engine every simulation of this module's tests runs on (through ``SCHEDGYM_ENGINE``, which
     subprocesses inherit)."""

@@ -6,6 +6,8 @@ import base64
 import copy
 import json
 import pickle
+import subprocess
+import sys
 
 import gymnasium as gym
 import numpy as np
@@ -231,18 +233,6 @@ def test_the_vector_env_renders_every_sub_environment(mode):
             assert frames[i] == expected
 
 
-def test_gymnasiums_vector_record_video_captures_the_native_vector_env(tmp_path):
-    pytest.importorskip("moviepy", reason="RecordVideo writes with moviepy")
-    from gymnasium.wrappers.vector import RecordVideo
-
-    venv = RecordVideo(_venv(render_mode="rgb_array"), str(tmp_path), step_trigger=lambda t: t == 0, video_length=5)
-    venv.reset(seed=0)
-    for _ in range(6):
-        venv.step(venv.action_space.sample())
-    venv.close()
-    assert list(tmp_path.glob("*.mp4"))
-
-
 # ----------------------------------------------------------------------------------------------------------
 # 2. info holds flat numbers of a fixed type and shape for the whole episode
 
@@ -290,13 +280,10 @@ def test_full_info_adds_the_job_name_and_the_parts_dict():
 
 
 # ----------------------------------------------------------------------------------------------------------
-# 7. The documented names are reachable from a plain `import schedgym`
+# 7. The documented names are reachable from a plain `import schedgym`, the ids from any process
 
 
 def test_the_subpackages_are_reachable_after_a_plain_import():
-    import subprocess
-    import sys
-
     code = (
         "import schedgym\n"
         "assert 'schedgym.envs' not in __import__('sys').modules  # loaded on first use only\n"
@@ -306,6 +293,54 @@ def test_the_subpackages_are_reachable_after_a_plain_import():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.splitlines()[0].startswith("IllegalActionAsWait [")
     assert "has no attribute 'nope'" in out
+
+
+# Gymnasium 1.x has no plugin entry points (1.0 removed them), so a process that has not imported schedgym
+# knows no schedgym id; "schedgym:ID" makes Gymnasium import the package first, in whatever process reads it.
+
+FRESH = "import sys\nimport gymnasium as gym\n"
+
+
+def _fresh_python(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", FRESH + code], capture_output=True, text=True, timeout=120)
+
+
+def test_a_fresh_process_makes_the_environments_by_the_module_prefix():
+    code = (
+        "assert 'schedgym' not in sys.modules\n"
+        "env = gym.make('schedgym:schedgym/Preemption-v1', n_jobs=40)\n"
+        "obs, info = env.reset(seed=0)\n"
+        "vec = gym.make_vec('schedgym:schedgym/PreemptionLarge-v1', 2, vectorization_mode='vector_entry_point')\n"
+        "print(type(env.unwrapped).__name__, env.spec.id, env.spec.max_episode_steps)\n"
+        "print(type(vec).__name__, vec.num_envs)\n"
+    )
+    done = _fresh_python(code)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["PreemptionEnv", "schedgym/Preemption-v1", "20000", "PreemptionVectorEnv", "2"]
+
+
+def test_a_fresh_process_without_the_prefix_is_told_the_namespace_is_unknown():
+    done = _fresh_python("gym.make('schedgym/Preemption-v1')\n")
+    assert done.returncode != 0 and "NamespaceNotFound: Namespace schedgym not found" in done.stderr
+
+
+def test_spawned_async_workers_find_the_environment_by_the_module_prefix():
+    # Gymnasium's AsyncVectorEnv with the spawn context: each worker is a fresh interpreter that unpickles the
+    # env factory, which carries only the id.
+    venv = gym.make_vec(
+        "schedgym:schedgym/Preemption-v1",
+        num_envs=2,
+        vectorization_mode="async",
+        vector_kwargs={"context": "spawn"},
+        n_jobs=40,
+    )
+    try:
+        obs, info = venv.reset(seed=[0, 1])
+        assert obs.shape[0] == 2 and info["action_mask"].shape == (2, venv.single_action_space.n)
+        obs, reward, *_ = venv.step(np.zeros(2, dtype=np.int64))
+        assert np.isfinite(reward).all()
+    finally:
+        venv.close()
 
 
 # ----------------------------------------------------------------------------------------------------------
