@@ -396,7 +396,14 @@ def _model(config: TrainConfig, venv: Any, run_dir: Path) -> Any:
         from agents.row_policy import POLICIES
 
         policy = POLICIES[config.common.algo]
-    return algo_class(config.common.algo)(policy, venv, **kwargs)
+    model = algo_class(config.common.algo)(policy, venv, **kwargs)
+    if not config.sb3.tensorboard:
+        from stable_baselines3.common.logger import Logger
+
+        # Without TensorBoard, stable-baselines3's own logger would make an empty folder in the temporary
+        # directory at every learn() (SB3-<date>): a logger with no outputs makes none.
+        model.set_logger(Logger(folder=None, output_formats=[]))
+    return model
 
 
 class Validation:

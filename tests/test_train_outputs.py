@@ -234,6 +234,20 @@ def test_two_runs_started_in_the_same_second_do_not_share_a_folder(tmp_path, mon
     assert second == first.with_name(first.name + "-2") and first.is_dir() and second.is_dir()
 
 
+def test_training_without_tensorboard_leaves_no_log_folder_in_the_temporary_directory(tmp_path, monkeypatch):
+    # stable-baselines3's default logger makes an empty SB3-<date> folder there per run. (torch keeps its own
+    # compile cache there, torchinductor_<user>, once per user: not a run's.)
+    import tempfile
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    monkeypatch.delenv("SB3_LOGDIR", raising=False)
+    train(TrainConfig.of(run_dir=str(tmp_path / "runs"), **TINY))
+    assert [p.name for p in scratch.iterdir() if not p.name.startswith("torchinductor_")] == []
+    assert [p.name for p in (tmp_path / "runs").iterdir()]
+
+
 # --- the .npz export and tune.json (no Ray needed: written by schedgym alone)
 
 
