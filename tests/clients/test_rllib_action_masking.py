@@ -7,18 +7,23 @@ schedgym's own RLlib support (``schedgym.rllib``) is used. Runs in CI's Ray envi
 from __future__ import annotations
 
 import math
+import sys
 
 import pytest
 
 pytest.importorskip("ray.rllib")
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("local_ray")]
 
+import ray  # noqa: E402
 from ray.rllib.algorithms.ppo import PPOConfig  # noqa: E402
 from ray.rllib.callbacks.callbacks import RLlibCallback  # noqa: E402
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec  # noqa: E402
 from ray.rllib.examples.rl_modules.classes.action_masking_rlm import ActionMaskingTorchRLModule  # noqa: E402
 
 ID = "schedgym:schedgym/Preemption-v1"
+
+# The callback below travels to the env runner by value: this test folder is not on the workers' path.
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 class CountIllegalActions(RLlibCallback):
@@ -33,7 +38,7 @@ class CountIllegalActions(RLlibCallback):
 def test_rllib_ppo_with_its_action_masking_module_on_a_remote_vector_env_runner():
     config = (
         PPOConfig()
-        .environment(ID, env_config={"observation": "dict", "illegal_action": "wait", "n_jobs": 60})
+        .environment(ID, env_config={"observation": "dict", "illegal_action": "wait", "n_jobs": 400})
         .env_runners(
             num_env_runners=1,
             num_envs_per_env_runner=2,
@@ -58,5 +63,6 @@ def test_rllib_ppo_with_its_action_masking_module_on_a_remote_vector_env_runner(
     runners = result["env_runners"]
     assert runners["num_env_steps_sampled_lifetime"] >= 1024
     assert runners["num_episodes_lifetime"] >= 1 and runners["finished_episodes"] >= 1
+    assert runners["episode_len_mean"] > 5  # decisions in an episode of 400 jobs, not one-step episodes
     assert math.isfinite(runners["episode_return_mean"])
     assert runners["illegal_actions"] == 0  # the module masked every decision
