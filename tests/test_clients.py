@@ -430,3 +430,23 @@ def test_the_vector_env_batches_the_dict_observation_as_sync_vector_env(mode):
         if mode == "disabled" and (got[2] | got[3]).any():
             mask = got[2] | got[3]
             _same(venv.reset(options={"reset_mask": mask}), ref.reset(options={"reset_mask": mask}), f"mask {t}")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Every combination of the options passes Gymnasium's and stable-baselines3's checkers, without warnings
+
+
+@pytest.mark.parametrize("observation", ["flat", "dict"])
+@pytest.mark.parametrize("illegal_action", ["raise", "wait"])
+@pytest.mark.parametrize("info", ["flat", "full"])
+def test_every_combination_of_the_client_options_passes_both_checkers(observation, illegal_action, info):
+    import warnings
+
+    from gymnasium.utils.env_checker import check_env
+
+    sb3 = pytest.importorskip("stable_baselines3.common.env_checker")
+    options = {"observation": observation, "illegal_action": illegal_action, "info": info, "n_jobs": 400}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_env(gym.make(ID, **options).unwrapped)
+        sb3.check_env(gym.make(ID, **options).unwrapped, warn=True)
