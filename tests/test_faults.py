@@ -403,8 +403,8 @@ def test_ctrl_c_during_the_imports_is_one_line(tmp_path, one_engine, delay):
     status, err = _interrupt(["compare", "--seeds", "1", "--jobs", "50"], delay, tmp_path)
     # Before the interpreter has installed its handler the kernel ends it (status -2, 130 to a shell, no line).
     # On a loaded machine the signal can still land in the interpreter's own start-up (its init_* steps: the
-    # standard streams, site and its .pth files), before the launcher's first line: Python's traceback, which no code of ours can prevent (docs/input.md,
-    # "Signals"); anything later must be our one line.
+    # standard streams, site and its .pth files), before the launcher's first line: Python's traceback, which
+    # no code of ours can prevent (docs/input.md, "Signals"); anything later must be our one line.
     if status == 1 and err.startswith("Fatal Python error: init_"):
         assert "KeyboardInterrupt" in err and "schedgym/bin" not in err
         return
