@@ -70,7 +70,8 @@ class EnvConfig:
     observation: str = "flat"
     """``flat`` (the ``Box`` of :mod:`schedgym.decision.features`) or ``dict``: ``{"observations": that Box,
     "action_mask": Box(0, 1, (max_candidates + 1,), float32)}``, the legal actions inside the observation,
-    the convention RLlib's and Tianshou's action-masking models read"""
+    the convention of RLlib's action-masking module (TorchRL's ``ActionMask`` reads it too; Tianshou reads
+    ``obs``/``mask``, a one-line rename: docs/clients.md)"""
     info: str = "flat"
     """what ``info`` holds: ``flat`` (numbers of one type and shape for the whole episode, which every RL
     library can store: ``te_job`` as a job index, -1 for none, and the reward's parts as ``reward_te``,
