@@ -165,7 +165,7 @@ def test_every_autoreset_mode_steps_as_gymnasiums_sync_vector_env(mode, limit):
     _same(venv.reset(seed=3), ref.reset(seed=3), "reset")
     rng = np.random.default_rng(0)
     ends = 0
-    for t in range(100):
+    for t in range(50):
         masks = np.stack([e.unwrapped.action_masks() for e in ref.envs])
         actions = np.array([rng.choice(np.flatnonzero(m)) for m in masks])
         got, expected = venv.step(actions), ref.step(actions)
@@ -389,7 +389,7 @@ def test_the_vector_env_takes_illegal_actions_as_waits_as_its_sub_environments_d
     ref = SyncVectorEnv([lambda: PreemptionEnv(**kwargs) for _ in range(3)], autoreset_mode=MODES[mode])
     _same(venv.reset(seed=5), ref.reset(seed=5), "reset")
     rng = np.random.default_rng(1)
-    for t in range(80):
+    for t in range(40):
         actions = rng.integers(kwargs["max_candidates"] + 1, size=3)  # blind
         _same(venv.step(actions), ref.step(actions), f"step {t}")
     _same(venv.step(list(actions)), ref.step(list(actions)), "a list of actions")
@@ -423,7 +423,7 @@ def test_the_vector_env_batches_the_dict_observation_as_sync_vector_env(mode):
     assert venv.observation_space == ref.observation_space
     _same(venv.reset(seed=2), ref.reset(seed=2), "reset")
     rng = np.random.default_rng(3)
-    for t in range(80):
+    for t in range(40):
         actions = rng.integers(kwargs["max_candidates"] + 1, size=3)
         got, expected = venv.step(actions), ref.step(actions)
         _same(got, expected, f"step {t}")
