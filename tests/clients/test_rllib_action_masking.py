@@ -35,7 +35,12 @@ class CountIllegalActions(RLlibCallback):
         metrics_logger.log_value("finished_episodes", 1, reduce="sum")
 
 
-def test_rllib_ppo_with_its_action_masking_module_on_a_remote_vector_env_runner():
+def test_rllib_ppo_with_its_action_masking_module_on_a_remote_vector_env_runner(tmp_path, monkeypatch):
+    # An Algorithm built outside Tune makes an (empty) log folder under ~/ray_results: RLlib's own habit, kept
+    # out of the home folder here, as CI checks that the tests leave nothing there.
+    from ray.tune.trainable import trainable
+
+    monkeypatch.setattr(trainable, "DEFAULT_STORAGE_PATH", str(tmp_path))
     config = (
         PPOConfig()
         .environment(ID, env_config={"observation": "dict", "illegal_action": "wait", "n_jobs": 400})
