@@ -4,12 +4,16 @@ Every test module runs once per simulation engine (``native``, then ``python``):
 engines to the same expectations. Where the native engine is not built, its runs are skipped, except in CI
 (``CI`` set), where they fail: CI must test the engine users get. ``SCHEDGYM_TEST_ENGINES=native`` (a comma-
 separated subset) runs fewer: CI's second environment, whose point is Ray and an older Gymnasium, not the
-engines' agreement, which the first one checks.
+engines' agreement, which the first one checks. There, only the tests marked ``ray`` or ``gymnasium`` run: the
+second mark is added here to every test of a module that imports Gymnasium, stable-baselines3, sb3-contrib,
+``schedgym.envs`` or ``agents`` (read from its imports, so a new module is marked without a list to keep).
 """
 
 from __future__ import annotations
 
+import ast
 import builtins
+import functools
 import os
 import secrets
 from collections.abc import Callable, Iterator
@@ -28,6 +32,24 @@ def _engines_to_test() -> list[str]:
     if unknown or not chosen:
         raise pytest.UsageError(f"SCHEDGYM_TEST_ENGINES: expected a comma-separated subset of {list(ENGINES)}")
     return chosen
+
+
+_GYMNASIUM_FACING = ("gymnasium", "stable_baselines3", "sb3_contrib", "schedgym.envs", "agents")
+
+
+@functools.cache
+def _imports_gymnasium(path: str) -> bool:
+    """Whether the test module at ``path`` imports (at any depth) one of :data:`_GYMNASIUM_FACING`."""
+    tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    names += [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level]
+    return any(name == m or name.startswith(m + ".") for name in names for m in _GYMNASIUM_FACING)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _imports_gymnasium(str(item.path)):
+            item.add_marker(pytest.mark.gymnasium)
 
 
 @pytest.fixture(scope="module", params=_engines_to_test(), autouse=True)
