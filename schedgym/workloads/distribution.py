@@ -59,14 +59,14 @@ def _range(name: str, value: object, lo: float, hi: float, *, integer: bool = Fa
     kind = "integers" if integer else "numbers"
     ok = isinstance(value, (tuple, list)) and len(value) == 2
     if ok:
-        for v in value:  # type: ignore[union-attr]
+        for v in value:  # type: ignore[attr-defined]
             if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral if integer else numbers.Real):
                 ok = False
             elif not math.isfinite(float(v)):
                 ok = False
     if not ok:
         raise ConfigError(f"Expected {name} to be a (low, high) pair of finite {kind}, got {value!r}")
-    low, high = (int(v) if integer else float(v) for v in value)  # type: ignore[union-attr]
+    low, high = (int(v) if integer else float(v) for v in value)  # type: ignore[attr-defined]
     if not lo <= low <= high <= hi:
         raise ConfigError(f"Expected {lo:g} <= {name} low <= high <= {hi:g}, got {value!r}")
     return (low, high)
@@ -104,7 +104,9 @@ class WorkloadDistribution:
         object.__setattr__(self, "n_nodes", _range("n_nodes", self.n_nodes, 1, MAX_NODES, integer=True))
         shapes = self.shapes
         if isinstance(shapes, str) or not isinstance(shapes, (tuple, list)) or not shapes:
-            raise ConfigError(f"Expected shapes to be a non-empty tuple of names in {list(NODE_SHAPES)}, got {shapes!r}")
+            raise ConfigError(
+                f"Expected shapes to be a non-empty tuple of names in {list(NODE_SHAPES)}, got {shapes!r}"
+            )
         unknown = [s for s in shapes if s not in NODE_SHAPES]
         if unknown:
             raise ConfigError(f"Expected shapes in {list(NODE_SHAPES)}, got {unknown!r}")
