@@ -41,3 +41,17 @@ def test_cli_compare_mix_two_levels(capsys):
     assert main(["compare", "--workload", "mix", "--seeds", "2", "--policies", "fifo,fitgpp"]) == 0
     out = capsys.readouterr().out
     assert "workload mix, cluster mix (each level its own), seeds 0..1" in out
+
+
+def test_docs_mix_snippet_runs(capsys):
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "workloads.md").read_text()
+    section = doc[doc.index("## `mix`") :]
+    (code,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    exec(compile(code, "docs/workloads.md:mix", "exec"), {})
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4
+    seeds = [int(line.split("]")[0].removeprefix("mix[")) for line in lines[:3]]
+    assert all(1_000_000 <= s < 1_000_200 for s in seeds)  # num_levels=200: training levels only
