@@ -110,9 +110,11 @@ class PreemptionEnv(gym.Env):
 
     ## Starting State
     ``reset(seed=...)`` draws a fresh workload of ``n_jobs`` jobs from ``np_random`` (synthetic preset) or a
-    random window of the trace, then runs the simulation to the first decision. ``options`` can pin the
-    workload: ``{"workload": Workload}``, ``{"workload_seed": s}`` (the same workload that
-    ``schedgym compare`` uses for seed ``s``) or, for a trace, ``{"window_start": i}``.
+    random window of the trace, or, with ``workload="mix"``, a training level of
+    :mod:`schedgym.workloads.distribution` (its own cluster, ``n_jobs`` and ``estimate_noise``: the cluster
+    changes between episodes, the spaces do not), then runs the simulation to the first decision. ``options``
+    can pin the workload: ``{"workload": Workload}``, ``{"workload_seed": s}`` (the same workload that
+    ``schedgym compare`` uses for seed ``s``; for ``mix``, level ``s``) or, for a trace, ``{"window_start": i}``.
 
     ## Episode End
     ``terminated`` when the workload has drained (the last step's reward includes everything until then);
