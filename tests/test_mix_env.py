@@ -10,6 +10,7 @@ from gymnasium.utils.env_checker import check_env
 
 from schedgym.envs import PreemptionEnv
 from schedgym.errors import ConfigError
+from schedgym.sim.simulator import native_available
 
 
 def _legal(mask: np.ndarray, rng: np.random.Generator) -> int:
@@ -116,3 +117,11 @@ def test_mix_vector_env_steps_across_episodes_on_changing_clusters():
         assert ends >= 2 and len(names) >= 3
     finally:
         envs.close()
+
+
+@pytest.mark.skipif(not native_available(), reason="the native engine is not built")
+def test_mix_episode_is_engine_independent():
+    py = PreemptionEnv(workload="mix", sim={"engine": "python"})
+    nat = PreemptionEnv(workload="mix", sim={"engine": "native"})
+    assert _rollout(py, 5, steps=200) == _rollout(nat, 5, steps=200)
+    assert py.sim.engine == "python" and nat.sim.engine == "native"
