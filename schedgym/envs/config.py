@@ -37,7 +37,9 @@ class EnvConfig:
     """cluster preset name or path to a cluster CSV, a string or a ``pathlib.Path`` (stored as a string; None:
     the workload's own, paper for synthetic ones)"""
     workload: str = "paper"
-    """synthetic preset, or bundled trace workload (philly, ...) cut into n_jobs windows (ignored with ``trace``)"""
+    """synthetic preset, bundled trace workload (philly, ...) cut into n_jobs windows (ignored with ``trace``),
+    or ``mix``: every episode a training level of :mod:`schedgym.workloads.distribution`, its own cluster,
+    n_jobs and estimate noise (``cluster``, ``n_jobs`` and ``estimate_noise`` are then not used)"""
     split: str = "train"
     """for a bundled trace workload: which time split episodes come from (train, validation, test)"""
     trace: str | None = None
@@ -47,6 +49,9 @@ class EnvConfig:
     """jobs per episode"""
     load: float | None = None
     """offered GPU load of a synthetic workload (None: the preset's own, 1.0 for paper and realistic)"""
+    num_levels: int | None = None
+    """for ``workload="mix"``: train on the first ``num_levels`` training levels only (None: every training
+    level, seeds 1,000,000 and above; docs/workloads.md)"""
     sim: SimConfig = field(default_factory=SimConfig)
     """the simulator's rules (queue, backfill, placement, the cap P, restart overhead); a dict of
     :class:`~schedgym.sim.SimConfig` fields is accepted (``gym.make(id, sim={"max_preemptions": 2})``)"""
@@ -100,6 +105,10 @@ class EnvConfig:
             raise ConfigError(f"Expected split in {list(SPLITS)}, got {self.split!r}")
         _int(self, "n_jobs", 1, MAX_JOBS)
         _int(self, "max_candidates", 1, MAX_CANDIDATES)
+        if self.num_levels is not None:
+            if self.workload != "mix" or self.trace is not None:
+                raise ConfigError(f"num_levels applies to workload 'mix', got workload {self.workload!r}")
+            _int(self, "num_levels", 1, 2**62)
         self.source  # noqa: B018 - the workload name and load are checked there
         if self.load is not None and type(self.load) not in (int, float):  # a numpy scalar
             object.__setattr__(self, "load", float(self.load))

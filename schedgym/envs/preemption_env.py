@@ -110,9 +110,11 @@ class PreemptionEnv(gym.Env):
 
     ## Starting State
     ``reset(seed=...)`` draws a fresh workload of ``n_jobs`` jobs from ``np_random`` (synthetic preset) or a
-    random window of the trace, then runs the simulation to the first decision. ``options`` can pin the
-    workload: ``{"workload": Workload}``, ``{"workload_seed": s}`` (the same workload that
-    ``schedgym compare`` uses for seed ``s``) or, for a trace, ``{"window_start": i}``.
+    random window of the trace, or, with ``workload="mix"``, a training level of
+    :mod:`schedgym.workloads.distribution` (its own cluster, ``n_jobs`` and ``estimate_noise``: the cluster
+    changes between episodes, the spaces do not), then runs the simulation to the first decision. ``options``
+    can pin the workload: ``{"workload": Workload}``, ``{"workload_seed": s}`` (the same workload that
+    ``schedgym compare`` uses for seed ``s``; for ``mix``, level ``s``) or, for a trace, ``{"window_start": i}``.
 
     ## Episode End
     ``terminated`` when the workload has drained (the last step's reward includes everything until then);
@@ -170,7 +172,8 @@ class PreemptionEnv(gym.Env):
         self.cluster: ClusterSpec = resolve_cluster(self.config.cluster_name)
         self.source = self.config.source
         self._trace: Workload | None = None  # the jobs trace episodes are cut from
-        if self.source.kind != "synthetic":
+        self._estimate_noise = self.config.estimate_noise  # a mix level's own replaces it at reset
+        if self.source.kind not in ("synthetic", "mix"):
             self._trace = self.source.pool(self.config.split)
             self._trace.check_fits(self.cluster)
         m = self.config.max_candidates
@@ -208,7 +211,7 @@ class PreemptionEnv(gym.Env):
             workload.table,
             self.config.sim,
             max_candidates=self.config.max_candidates,
-            estimate_noise=self.config.estimate_noise,
+            estimate_noise=self._estimate_noise,
             rng=self.np_random,
             protocol=self._protocol,
         )
@@ -348,6 +351,8 @@ class PreemptionEnv(gym.Env):
             wl.check_fits(self.cluster)
             return wl
         source = self.source
+        if source.kind == "mix":
+            return self._draw_level(options)
         if self._trace is not None:
             if "workload_seed" in options:
                 raise SchedGymError(
@@ -363,6 +368,26 @@ class PreemptionEnv(gym.Env):
             if "workload_seed" in options:
                 return source.seeded(options["workload_seed"], self.cluster)
         return source.episode(self.np_random, self.cluster, split=self.config.split)
+
+    def _draw_level(self, options: dict[str, Any]) -> Workload:
+        # A level is a pure function of its seed; the seed comes from np_random (reset's seed), so the same
+        # reset seed gives the same episode. The cluster changes with the level; the spaces do not depend on it.
+        from schedgym.workloads.distribution import level_seed
+
+        if "window_start" in options:
+            raise SchedGymError("options['window_start'] applies to traces; 'mix' takes 'workload_seed' (a level seed)")
+        if "workload_seed" in options:
+            seed = options["workload_seed"]
+            if not is_integer(seed) or seed < 0:
+                raise ConfigError(f"Expected workload_seed to be a level seed >= 0, got {seed!r}")
+        else:
+            n = self.config.num_levels
+            index = int(self.np_random.integers(n if n is not None else 2**62))
+            seed = level_seed("train", index, n)
+        cluster, workload, noise = self.source.mix_level(int(seed))
+        self.cluster = cluster
+        self._estimate_noise = noise
+        return workload
 
 
 # The observation table of the docstring comes from the one schema (schedgym.decision.features).

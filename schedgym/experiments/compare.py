@@ -23,6 +23,8 @@ from schedgym.registry import check_spec
 from schedgym.sim.cluster import ClusterSpec, resolve_cluster
 from schedgym.sim.metrics import RunResult
 from schedgym.sim.simulator import SimConfig
+from schedgym.workloads.distribution import MIX as MIX_DISTRIBUTION
+from schedgym.workloads.distribution import draw_level, level_seed
 from schedgym.workloads.source import WorkloadSource
 from schedgym.workloads.synthetic import PRESETS, preset
 from schedgym.workloads.trace import Workload
@@ -120,6 +122,13 @@ class CompareConfig:
         if self.trace is None and self.workload is None:
             raise ConfigError("Expected a workload name or a trace path")
         source = self.source  # checks the workload name, n_jobs and load
+        if source.kind == "mix":
+            if self.cluster is not None:
+                raise ConfigError("--cluster does not apply to 'mix': each level draws its own cluster")
+            if self.n_jobs is not None:
+                raise ConfigError("--jobs does not apply to 'mix': each level draws its own n_jobs")
+            level_seed("test", self.first_seed + self.seeds - 1)  # test levels only: 0..99,999
+            check_total_jobs(self.seeds, MIX_DISTRIBUTION.n_jobs[1], len(self.policies))
         if self.n_jobs is not None and source.kind != "synthetic":
             raise ConfigError(
                 f"--jobs applies to synthetic workloads; {source.name!r} is a trace (cut the file, or use its windows)"
@@ -303,7 +312,15 @@ class SeedWorkloads(Sequence[Workload]):
         seed = self.seeds[index]  # raises IndexError as a list does
         if self._file is not None:
             return self._file
+        if self.source.kind == "mix":
+            return self.source.mix_level(level_seed("test", seed))[1]
         return self.source.evaluation("test", seed, self.cluster)
+
+    def cluster_at(self, index: int) -> ClusterSpec:
+        """The cluster seed ``index``'s workload runs on: a ``mix`` level's own, else the comparison's."""
+        if self.source.kind == "mix":
+            return draw_level(MIX_DISTRIBUTION, level_seed("test", self.seeds[index])).cluster
+        return self.cluster
 
 
 def load_workloads(config: CompareConfig, cluster: ClusterSpec) -> SeedWorkloads:
@@ -354,6 +371,8 @@ def run_comparison(
     name = workloads[0].name if source.kind == "file" else source.name
     if config.load is not None:
         name = f"{name} (load {config.load:g})"
+    if source.kind == "mix":  # each seed ran on its level's cluster: the result names none of them
+        cluster = ClusterSpec(cluster.nodes, name="mix (each level its own)")
     return ComparisonResult(config, cluster, name, runs, wall, workloads_vary=source.varies)
 
 

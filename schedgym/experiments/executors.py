@@ -216,7 +216,10 @@ class Worker:
         workload = self.workload(task.seed_index, task.setting)
         s = self.context.settings[task.setting]
         t0 = time.perf_counter()
-        (run,) = evaluate_policy(policy, s.cluster, [workload], [task.seed], s.config.sim)
+        seeds = self.workloads(task.setting)
+        # A mix level has its own cluster (SeedWorkloads.cluster_at); other workloads run on the setting's.
+        cluster = seeds.cluster_at(task.seed_index) if hasattr(seeds, "cluster_at") else s.cluster
+        (run,) = evaluate_policy(policy, cluster, [workload], [task.seed], s.config.sim)
         return RunOutcome(task, run.result, time.perf_counter() - t0)
 
 

@@ -31,9 +31,14 @@ VALIDATION_SEED0 = 100_000
 """Synthetic validation workloads are seeds 100,000, 100,001, ...; test workloads are seeds 0, 1, 2, ..."""
 
 
+MIX = "mix"
+"""The workload distribution's name (:mod:`schedgym.workloads.distribution`): every episode a new level,
+cluster included."""
+
+
 def workload_names() -> list[str]:
-    """Every workload name: synthetic presets, then bundled traces."""
-    return sorted(PRESETS) + sorted(TRACE_WORKLOADS)
+    """Every workload name: synthetic presets, then bundled traces, then the distribution ``mix``."""
+    return sorted(PRESETS) + sorted(TRACE_WORKLOADS) + [MIX]
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,8 @@ class WorkloadSource:
             raise ConfigError(f"Expected n_jobs to be an integer >= 1, got {self.n_jobs!r}")
         if self.load is not None:
             check_load(self.load)
+            if self.kind == "mix":
+                raise ConfigError("load applies to synthetic presets; 'mix' draws its load per level")
             if self.kind != "synthetic":
                 raise ConfigError(
                     f"load applies to synthetic workloads ({', '.join(sorted(PRESETS))}); {self.name!r} is a trace"
@@ -63,9 +70,11 @@ class WorkloadSource:
 
     @property
     def kind(self) -> str:
-        """``synthetic``, ``bundled`` or ``file``."""
+        """``synthetic``, ``bundled``, ``file`` or ``mix``."""
         if self.trace is not None:
             return "file"
+        if self.workload == MIX:
+            return "mix"
         return "bundled" if self.workload in TRACE_WORKLOADS else "synthetic"
 
     @property
@@ -149,6 +158,19 @@ class WorkloadSource:
             object.__setattr__(self, "_config", config)
         return config
 
+    def mix_level(self, seed: int) -> tuple[ClusterSpec, Workload, float]:
+        """The ``mix`` level of level seed ``seed``: its cluster, its jobs (drawn from a Generator seeded from
+        the level seed alone) and its estimate noise."""
+        from schedgym.workloads.distribution import MIX as DISTRIBUTION
+        from schedgym.workloads.distribution import draw_level
+
+        if self.kind != "mix":
+            raise ConfigError(f"Levels belong to the 'mix' workload; {self.name!r} is not it")
+        level = draw_level(DISTRIBUTION, seed)
+        rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0]))
+        wl = generate(level.workload, level.cluster, rng, name=f"mix[{seed}]")
+        return level.cluster, wl, level.estimate_noise
+
     def pool(self, split: str) -> Workload:
         """The jobs that trace episodes are cut from: a bundled trace's split, or the whole trace file."""
         _check_split(split)
@@ -223,4 +245,4 @@ def _check_split(split: str) -> None:
         raise ConfigError(f"Expected split in {list(SPLITS)}, got {split!r}")
 
 
-__all__ = ["VALIDATION_SEED0", "WorkloadSource", "workload_names"]
+__all__ = ["MIX", "VALIDATION_SEED0", "WorkloadSource", "workload_names"]
