@@ -22,7 +22,6 @@ Asking a split for a level outside its range raises :class:`~schedgym.errors.Con
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,7 +29,8 @@ import numpy as np
 from schedgym.errors import ConfigError
 from schedgym.limits import MAX_JOBS, MAX_NODES
 from schedgym.sim.cluster import ClusterSpec
-from schedgym.workloads.synthetic import PREEMPTION_COST_BY_GPUS, SyntheticConfig
+from schedgym.sim.simulator import is_integer, is_number
+from schedgym.workloads.synthetic import PREEMPTION_COST_BY_GPUS, PRESETS, SyntheticConfig
 
 LEVEL_SPLITS: dict[str, tuple[int, int | None]] = {
     "test": (0, 100_000),
@@ -47,9 +47,10 @@ NODE_SHAPES: dict[str, tuple[float, float, float]] = {
 """Node shapes (GPUs, CPUs, memory GB) a level's cluster is built from: the ``paper`` cluster's node, a
 half-size node, and the ``philly`` cluster's node."""
 
-BE_GPU_SIZES: tuple[tuple[float, float], ...] = ((1, 0.3), (2, 0.25), (4, 0.25), (8, 0.15), (16, 0.05))
-"""The BE GPU sizes and base weights (the ``paper`` preset's). A level gives the sizes above its node's GPUs
-(the multi-node gangs) the total weight ``gang_share`` and the others the rest, each group in these ratios."""
+BE_GPU_SIZES: tuple[tuple[float, float], ...] = PRESETS["paper"].be_gpus
+"""The BE GPU sizes and base weights (the ``paper`` preset's, read from it). A level gives the sizes above its
+node's GPUs (the multi-node gangs) the total weight ``gang_share`` and the others the rest, each group in these
+ratios."""
 
 _LEVEL_KEY = 0x6D6978  # "mix": the level Generator's stream differs from the synthetic workloads' seeds
 
@@ -59,11 +60,7 @@ def _range(name: str, value: object, lo: float, hi: float, *, integer: bool = Fa
     kind = "integers" if integer else "numbers"
     ok = isinstance(value, (tuple, list)) and len(value) == 2
     if ok:
-        for v in value:  # type: ignore[attr-defined]
-            if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral if integer else numbers.Real):
-                ok = False
-            elif not math.isfinite(float(v)):
-                ok = False
+        ok = all(is_integer(v) if integer else is_number(v) for v in value)  # type: ignore[attr-defined]
     if not ok:
         raise ConfigError(f"Expected {name} to be a (low, high) pair of finite {kind}, got {value!r}")
     low, high = (int(v) if integer else float(v) for v in value)  # type: ignore[attr-defined]
@@ -146,13 +143,13 @@ def level_seed(split: str, index: int, num_levels: int | None = None) -> int:
     train: 1,000,000 + ``index``, below 1,000,000 + ``num_levels`` when that is given)."""
     if split not in LEVEL_SPLITS:
         raise ConfigError(f"Expected split in {list(LEVEL_SPLITS)}, got {split!r}")
-    if isinstance(index, (bool, np.bool_)) or not isinstance(index, numbers.Integral) or index < 0:
+    if not is_integer(index) or index < 0:
         raise ConfigError(f"Expected a level index >= 0 (an integer), got {index!r}")
     start, stop = LEVEL_SPLITS[split]
     if num_levels is not None:
         if split != "train":
             raise ConfigError(f"num_levels restricts the train split only, got split {split!r}")
-        if isinstance(num_levels, (bool, np.bool_)) or not isinstance(num_levels, numbers.Integral) or num_levels < 1:
+        if not is_integer(num_levels) or num_levels < 1:
             raise ConfigError(f"Expected num_levels >= 1 (an integer), got {num_levels!r}")
         stop = start + int(num_levels)
     seed = start + int(index)
@@ -166,7 +163,7 @@ def check_level_seed(split: str, seed: int, stop: int | None = None) -> None:
         raise ConfigError(f"Expected split in {list(LEVEL_SPLITS)}, got {split!r}")
     start, end = LEVEL_SPLITS[split]
     end = stop if stop is not None else end
-    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral):
+    if not is_integer(seed):
         raise ConfigError(f"Expected a level seed (an integer), got {seed!r}")
     if seed < start or (end is not None and seed >= end):
         where = f"{start:,}..{end - 1:,}" if end is not None else f">= {start:,}"
@@ -184,7 +181,7 @@ def draw_level(distribution: WorkloadDistribution, seed: int) -> Level:
     ``distribution`` and ``seed``: a Generator seeded from ``(seed, "mix")`` draws, in this order, the node
     shape, the node count, load, TE share, duration scale, gang share, grace scale, restart scale, estimate
     noise and n_jobs. Changing the order changes every level."""
-    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral) or seed < 0:
+    if not is_integer(seed) or seed < 0:
         raise ConfigError(f"Expected a level seed >= 0 (an integer), got {seed!r}")
     d = distribution
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), _LEVEL_KEY]))
