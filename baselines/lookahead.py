@@ -41,20 +41,14 @@ once per request from the policy's own generator.
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 
 import numpy as np
 
-from baselines.base import freed
+from schedgym.decision.plans import MAX_SUBSET_CANDIDATES, fewest_victims, plan_options
 from schedgym.errors import ConfigError, SchedGymError
-from schedgym.sim.job import Job
 from schedgym.sim.policy import DECLINE, Policy, PreemptionPlan, PreemptionRequest, QueueDiscipline
-from schedgym.sim.resources import Vec, covers, shortfall
-
-MAX_SUBSET_CANDIDATES = 12
-"""A node with more candidates than this gets no fewest-victims option (the search tries subsets)."""
 
 _WAIT = Policy()  # never preempts: answers DECLINE (natively, the engine's 'decline' rule)
 
@@ -150,25 +144,9 @@ class Lookahead(Policy):
     # ------------------------------------------------------------------ options
     def options(self, request: PreemptionRequest) -> list[PreemptionPlan]:
         """The distinct options of ``request``, in the order they are tried (wait first; with ``wait=False``, wait
-        only if it is the only one)."""
-        out = [DECLINE]
-        seen: set[tuple[frozenset[int], frozenset[int]]] = {(frozenset(), frozenset())}
-
-        def add(plan: PreemptionPlan) -> None:
-            key = (frozenset(plan.nodes), frozenset(plan.victims))
-            if key not in seen:
-                seen.add(key)
-                out.append(plan)
-
-        for policy in self.plans:
-            add(policy.decide(request))
-        if self.per_node and request.gang_size == 1:
-            need = request.job.demand
-            avail = request.avail.tolist()
-            for n, cands in request.candidates.items():
-                victims = fewest_victims(shortfall(avail[n], need), cands) if not covers(avail[n], need) else None
-                if victims is not None:
-                    add(PreemptionPlan(nodes=(n,), victims=tuple(v.idx for v in victims)))
+        only if it is the only one): the plan option set of :func:`schedgym.decision.plans.plan_options`."""
+        rules = [(p.name, p) for p in self.plans]
+        out = [option.plan for option in plan_options(request, rules, per_node=self.per_node)]
         if not self.wait and len(out) > 1:
             del out[0]
         return out
@@ -217,25 +195,6 @@ class Lookahead(Policy):
             + self.be_weight * acc[1]
             + self.preemption_cost * (copy.n_preemptions - n_preemptions)
         )
-
-
-def fewest_victims(deficit: Vec, candidates: list[Job]) -> list[Job] | None:
-    """The fewest ``candidates`` (a node's, by job index) whose per-node demands cover ``deficit`` there; ties to
-    the shorter longest grace period, then to the lower job indices. None if they cannot, or if there are more
-    than :data:`MAX_SUBSET_CANDIDATES` of them."""
-    if len(candidates) > MAX_SUBSET_CANDIDATES or not covers(freed(candidates), deficit):
-        return None
-    for size in range(1, len(candidates) + 1):
-        best: tuple[float, tuple[int, ...]] | None = None
-        chosen: tuple[Job, ...] = ()
-        for subset in itertools.combinations(candidates, size):  # in lexicographic order of job index
-            if covers(freed(list(subset)), deficit):
-                key = (max(v.spec.grace_period for v in subset), tuple(v.idx for v in subset))
-                if best is None or key < best:
-                    best, chosen = key, subset
-        if best is not None:
-            return list(chosen)
-    return None  # pragma: no cover - all candidates together cover the deficit
 
 
 __all__ = ["MAX_SUBSET_CANDIDATES", "Lookahead", "fewest_victims"]

@@ -24,6 +24,12 @@ ENV_IDS: dict[str, tuple[dict, int]] = {
     "schedgym/Preemption-v1": ({"n_jobs": 1000, "max_candidates": 16}, 20_000),
     # The same workload on 64 x 8 GPUs (arrivals scale with the cluster), 5,000 jobs per episode.
     "schedgym/PreemptionLarge-v1": ({"cluster": "large", "n_jobs": 5000, "max_candidates": 32}, 100_000),
+    # The plan-level action mode (one whole plan per request, among the plan options) with the scale-free,
+    # queue-aware observation (version 2): the paper workload and cluster, 1,000 jobs per episode.
+    "schedgym/PreemptionPlan-v1": (
+        {"n_jobs": 1000, "action_mode": "plan", "observation_version": 2, "max_plans": 24},
+        20_000,
+    ),
 }
 
 for _id, (_kwargs, _steps) in ENV_IDS.items():

@@ -24,8 +24,10 @@ from typing import Any, Literal
 
 import numpy as np
 
+from schedgym.decision.features import observation_size, schema
+from schedgym.decision.plan_mode import PlanDecision, PlanEncoder
 from schedgym.decision.stepwise import DecisionEncoder, StepwiseDecision, action_index, check_action
-from schedgym.errors import IllegalDecisionError, SchedGymError
+from schedgym.errors import ConfigError, IllegalDecisionError, SchedGymError
 from schedgym.sim.cluster import ClusterSpec
 from schedgym.sim.job import Job, JobTable
 from schedgym.sim.native_engine import StepwiseNativeSimulator
@@ -59,7 +61,7 @@ class DecisionBackend(ABC):
     :attr:`done`, :attr:`ended`) are kept here, so that whoever steps it (the environment, a batch) keeps them
     the same way."""
 
-    def __init__(self, sim: Simulator, encoder: DecisionEncoder, table: JobTable) -> None:
+    def __init__(self, sim: Simulator, encoder: DecisionEncoder | PlanEncoder, table: JobTable) -> None:
         self.sim = sim
         self.encoder = encoder
         self.table = table
@@ -106,7 +108,7 @@ class DecisionBackend(ABC):
         """The observation into ``out`` (float32, the encoder's size; all zeros with no decision pending)."""
 
     @abstractmethod
-    def view(self) -> StepwiseDecision | NativeDecision | None:
+    def view(self) -> StepwiseDecision | PlanDecision | NativeDecision | None:
         """The decision in progress as a read-only object (None when none is pending)."""
 
     @abstractmethod
@@ -149,7 +151,7 @@ class DecisionBackend(ABC):
         return te, be
 
     def mask(self) -> np.ndarray:
-        mask = np.empty(self.encoder.max_candidates + 1, dtype=bool)
+        mask = np.empty(self.encoder.n_actions, dtype=bool)
         self.mask_into(mask)
         return mask
 
@@ -171,11 +173,14 @@ class DecisionBackend(ABC):
 
 
 class PythonBackend(DecisionBackend):
-    """The protocol of :mod:`schedgym.decision.stepwise`, on either engine's simulator (the specification)."""
+    """A protocol in Python on either engine's simulator: the victim-by-victim one of
+    :mod:`schedgym.decision.stepwise` (the specification of the native one) with a
+    :class:`~schedgym.decision.stepwise.DecisionEncoder`, or the plan-level one of
+    :mod:`schedgym.decision.plan_mode` with a :class:`~schedgym.decision.plan_mode.PlanEncoder`."""
 
-    def __init__(self, sim: Simulator, encoder: DecisionEncoder, table: JobTable) -> None:
+    def __init__(self, sim: Simulator, encoder: DecisionEncoder | PlanEncoder, table: JobTable) -> None:
         super().__init__(sim, encoder, table)
-        self._decision: StepwiseDecision | None = None
+        self._decision: StepwiseDecision | PlanDecision | None = None
 
     @property
     def job(self) -> int:
@@ -183,7 +188,7 @@ class PythonBackend(DecisionBackend):
 
     @property
     def n_rows(self) -> int:
-        return len(self._decision.rows) if self._decision is not None else 0
+        return self._decision.n_rows if self._decision is not None else 0
 
     @property
     def request(self) -> PreemptionRequest | None:
@@ -208,7 +213,7 @@ class PythonBackend(DecisionBackend):
         else:
             out[:] = self._decision.observe()
 
-    def view(self) -> StepwiseDecision | None:
+    def view(self) -> StepwiseDecision | PlanDecision | None:
         return self._decision
 
     def _advance(self) -> bool:
@@ -363,6 +368,42 @@ class NativeDecision:
         return check_action(action, self._backend.n_rows)
 
 
+@dataclass(frozen=True, slots=True)
+class DecisionSpec:
+    """How an agent is asked: the action ``mode`` (``"victim"``: victim by victim, :mod:`schedgym.decision.
+    stepwise`; ``"plan"``: one whole plan, :mod:`schedgym.decision.plan_mode`), the observation ``version``
+    (1, or 2: :mod:`schedgym.decision.scalefree`; the plan mode has 2 only), the option rows (``max_candidates``
+    candidate rows or ``max_plans`` plan rows) and version 2's ``queue_rows`` per job class."""
+
+    mode: Literal["victim", "plan"] = "victim"
+    version: int = 1
+    max_candidates: int = 16
+    max_plans: int = 24
+    queue_rows: int = 4
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("victim", "plan"):
+            raise ConfigError(f"Expected action_mode 'victim' or 'plan', got {self.mode!r}")
+        if self.version not in (1, 2) or (self.mode == "plan" and self.version != 2):
+            raise ConfigError(
+                f"Expected observation_version 1 or 2 (the plan mode has version 2 only), got {self.version!r} "
+                f"in action mode {self.mode!r}"
+            )
+
+    @property
+    def n_actions(self) -> int:
+        """The size of the action space."""
+        return self.max_candidates + 1 if self.mode == "victim" else self.max_plans
+
+    @property
+    def observation_size(self) -> int:
+        """The length of the flat observation."""
+        if self.version == 1:
+            return observation_size(self.max_candidates)
+        n_rows = self.max_candidates if self.mode == "victim" else self.max_plans
+        return schema(2, self.mode).size(n_rows, self.queue_rows)
+
+
 def open_backend(
     cluster: ClusterSpec,
     table: JobTable,
@@ -372,18 +413,42 @@ def open_backend(
     estimate_noise: float,
     rng: np.random.Generator,
     protocol: Literal["auto", "python"] = "auto",
+    spec: DecisionSpec | None = None,
 ) -> DecisionBackend:
     """A new simulation of ``table`` on ``cluster`` under ``config``, at its first decision, decided by the
-    protocol on the engine ``config`` selects: in C++ on the native engine, else in Python. ``protocol=
-    "python"`` runs the Python protocol on either engine (the tests isolate the protocol from the engine with
-    it). The encoder draws its estimate noise from ``rng``."""
-    native = protocol == "auto" and select_engine(config.engine) == "native"
-    sim: Simulator = StepwiseNativeSimulator(cluster, table, config) if native else Simulator(cluster, table, config)
-    encoder = DecisionEncoder(
-        sim.capacity, len(table), max_candidates=max_candidates, estimate_noise=estimate_noise, rng=rng
+    protocol on the engine ``config`` selects: the victim protocol with observation version 1 in C++ on the
+    native engine, everything else in Python (on either engine). ``protocol="python"`` runs the Python protocol
+    on either engine (the tests isolate the protocol from the engine with it). ``spec`` is the action mode
+    and observation (default: victim by victim, version 1, ``max_candidates`` rows). The encoder draws its
+    estimate noise from ``rng``."""
+    spec = spec if spec is not None else DecisionSpec(max_candidates=max_candidates)
+    native = (
+        protocol == "auto" and spec.mode == "victim" and spec.version == 1 and select_engine(config.engine) == "native"
     )
+    sim: Simulator = StepwiseNativeSimulator(cluster, table, config) if native else Simulator(cluster, table, config)
+    encoder: DecisionEncoder | PlanEncoder
+    if spec.mode == "plan":
+        encoder = PlanEncoder(
+            sim.capacity,
+            table,
+            max_plans=spec.max_plans,
+            queue_rows=spec.queue_rows,
+            estimate_noise=estimate_noise,
+            rng=rng,
+        )
+    else:
+        encoder = DecisionEncoder(
+            sim.capacity,
+            len(table),
+            max_candidates=spec.max_candidates,
+            estimate_noise=estimate_noise,
+            rng=rng,
+            table=table if spec.version == 2 else None,
+            queue_rows=spec.queue_rows,
+        )
     backend: DecisionBackend
     if isinstance(sim, StepwiseNativeSimulator):
+        assert isinstance(encoder, DecisionEncoder)
         backend = NativeBackend(sim, encoder, table)
     else:
         backend = PythonBackend(sim, encoder, table)
@@ -391,4 +456,4 @@ def open_backend(
     return backend
 
 
-__all__ = ["DecisionBackend", "NativeBackend", "NativeDecision", "PythonBackend", "Reward", "open_backend"]
+__all__ = ["DecisionBackend", "NativeBackend", "NativeDecision", "DecisionSpec", "PythonBackend", "Reward", "open_backend"]

@@ -16,8 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from schedgym.decision.backend import DecisionBackend, NativeBackend, Reward
-from schedgym.decision.features import observation_size
+from schedgym.decision.backend import DecisionBackend, DecisionSpec, NativeBackend, Reward
 
 
 class DecisionBatch(ABC):
@@ -28,13 +27,12 @@ class DecisionBatch(ABC):
     their new backends over with :meth:`load`. :meth:`sync` loads again the rows whose backend was reset or
     stepped by someone else since."""
 
-    def __init__(self, n: int, max_candidates: int, reward: Reward) -> None:
-        m = max_candidates
+    def __init__(self, n: int, spec: DecisionSpec, reward: Reward) -> None:
         self.reward_config = reward
         self.actions = np.zeros(n, dtype=np.int64)
         self.skip = np.zeros(n, dtype=bool)
-        self.obs = np.zeros((n, observation_size(m)), dtype=np.float32)
-        self.mask = np.zeros((n, m + 1), dtype=bool)
+        self.obs = np.zeros((n, spec.observation_size), dtype=np.float32)
+        self.mask = np.zeros((n, spec.n_actions), dtype=bool)
         self.reward = np.zeros(n, dtype=np.float64)
         self.parts = np.zeros((n, 3), dtype=np.float64)
         self.terminated = np.zeros(n, dtype=bool)
@@ -118,8 +116,8 @@ class NativeBatch(DecisionBatch):
     """The rows' C++ decision cores stepped in one call (``BatchStepper``) on ``n_threads`` threads (None: as
     many as the machine has; 1: all in the calling thread)."""
 
-    def __init__(self, n: int, max_candidates: int, reward: Reward, n_threads: int | None) -> None:
-        super().__init__(n, max_candidates, reward)
+    def __init__(self, n: int, spec: DecisionSpec, reward: Reward, n_threads: int | None) -> None:
+        super().__init__(n, spec, reward)
         from schedgym.sim import _engine
 
         self.resolved = np.zeros(n, dtype=bool)
@@ -127,7 +125,7 @@ class NativeBatch(DecisionBatch):
         arrays = {name: getattr(self, name) for name in _ARRAYS}
         self.stepper = _engine.BatchStepper(
             n,
-            max_candidates,
+            spec.max_candidates,
             te_weight=float(reward.te_weight),
             be_weight=float(reward.be_weight),
             preemption_cost=float(reward.preemption_cost),
@@ -168,14 +166,15 @@ class NativeBatch(DecisionBatch):
 
 
 def open_batch(
-    backends: list[DecisionBackend], max_candidates: int, reward: Reward, n_threads: int | None = None
+    backends: list[DecisionBackend], spec: DecisionSpec, reward: Reward, n_threads: int | None = None
 ) -> DecisionBatch:
-    """A batch of ``backends`` (loaded): native when every one of them is, else stepped one by one."""
+    """A batch of ``backends`` (loaded), asked as ``spec`` says: native when every one of them is, else stepped
+    one by one."""
     batch: DecisionBatch
     if all(isinstance(b, NativeBackend) for b in backends):
-        batch = NativeBatch(len(backends), max_candidates, reward, n_threads)
+        batch = NativeBatch(len(backends), spec, reward, n_threads)
     else:
-        batch = PythonBatch(len(backends), max_candidates, reward)
+        batch = PythonBatch(len(backends), spec, reward)
     for i, b in enumerate(backends):
         batch.load(i, b)
     return batch

@@ -27,8 +27,9 @@ from typing import SupportsIndex, cast
 import numpy as np
 
 from schedgym.decision.features import N_HEAD, layout, observation_size, squash
+from schedgym.decision.scalefree import ScaleFreeObserver
 from schedgym.errors import ConfigError, IllegalDecisionError
-from schedgym.sim.job import Job
+from schedgym.sim.job import Job, JobTable
 from schedgym.sim.policy import DECLINE, PreemptionPlan, PreemptionRequest
 from schedgym.sim.resources import covers, fits_on
 
@@ -43,7 +44,11 @@ class DecisionEncoder:
         estimate_noise: sigma of the lognormal error of duration and remaining-work estimates (0 = exact):
             real schedulers know durations only approximately. One factor per job, drawn here from ``rng``.
         rng: the generator for those factors.
+        table: the workload, for observation version 2 (None: version 1).
+        queue_rows: version 2's queue rows per job class.
     """
+
+    mode = "victim"
 
     def __init__(
         self,
@@ -53,17 +58,24 @@ class DecisionEncoder:
         max_candidates: int,
         estimate_noise: float,
         rng: np.random.Generator,
+        table: JobTable | None = None,
+        queue_rows: int = 0,
     ) -> None:
         if not isinstance(max_candidates, (int, np.integer)) or max_candidates < 1:
             raise ConfigError(f"Expected max_candidates >= 1, got {max_candidates!r}")
-        if not (np.isfinite(estimate_noise) and estimate_noise >= 0):
-            raise ConfigError(f"Expected estimate_noise >= 0, got {estimate_noise!r}")
         self.max_candidates = int(max_candidates)
+        self.n_actions = self.max_candidates + 1
         self.n_nodes = len(capacity)
         self.scale = [float(x) if x > 0 else 1.0 for x in capacity.max(axis=0)]
         self.total = [float(x) if x > 0 else 1.0 for x in capacity.sum(axis=0)]
-        self.estimate = np.exp(rng.normal(0.0, estimate_noise, n_jobs)) if estimate_noise > 0 else np.ones(n_jobs)
-        self.size = observation_size(self.max_candidates)
+        self.estimate = draw_estimates(estimate_noise, n_jobs, rng)
+        # Observation version 2 (schedgym.decision.scalefree) when the workload is given.
+        self.observer: ScaleFreeObserver | None = None
+        if table is not None:
+            self.observer = ScaleFreeObserver(
+                capacity, table, self.estimate, mode="victim", n_rows=self.max_candidates, queue_rows=queue_rows
+            )
+        self.size = observation_size(self.max_candidates) if self.observer is None else self.observer.size
         # The features' normalisers, from their one declaration (schedgym.decision.features); the native
         # decision core is built with the same values (StepwiseNativeSimulator.begin_decisions).
         # Read here, not at import, so that the layout is the declaration's as it stands.
@@ -77,9 +89,9 @@ class DecisionEncoder:
     def for_run(
         cls, request: PreemptionRequest, *, max_candidates: int, estimate_noise: float, rng: np.random.Generator
     ) -> DecisionEncoder:
-        """The encoder of the simulation ``request`` comes from, for a policy deciding inside it (built at its
-        first request, when the workload's size is known; the estimate noise is drawn then, once per run, as
-        the environment draws it at reset)."""
+        """The encoder (observation version 1) of the simulation ``request`` comes from, for a policy deciding
+        inside it (built at its first request, when the workload's size is known; the estimate noise is drawn
+        then, once per run, as the environment draws it at reset)."""
         return cls(
             request.capacity, request.n_jobs, max_candidates=max_candidates, estimate_noise=estimate_noise, rng=rng
         )
@@ -225,8 +237,15 @@ class StepwiseDecision:
         return PreemptionPlan(nodes=tuple(picked[:k]), victims=victims)
 
     # ------------------------------------------------------------------ observation
+    @property
+    def n_rows(self) -> int:
+        """Candidate rows (legal actions are 0 to ``n_rows``)."""
+        return len(self.rows)
+
     def observe(self) -> np.ndarray:
         """The observation of this decision (a fresh float32 array, layout in :mod:`schedgym.decision.features`)."""
+        if self.encoder.observer is not None:
+            return self._observe_v2(self.encoder.observer)
         enc = self.encoder
         req = self.request
         obs = np.zeros(enc.size, dtype=np.float32)
@@ -294,6 +313,31 @@ class StepwiseDecision:
         np.clip(obs, 0.0, 1.0, out=obs)  # float noise in resource sums must not leave the Box
         return obs
 
+    def _observe_v2(self, obs: ScaleFreeObserver) -> np.ndarray:
+        req = self.request
+        d = req.job.demand
+        sg, sc, sm = obs.scale
+        medians = obs.scales.medians(req.now)
+        room = self._room()
+        extra = {"victims_chosen": min(1.0, len(self.chosen) / self.encoder.max_candidates)}
+        if self.chosen:
+            r = self._room_on(room, self.targets[0])
+            extra["continuing"] = 1.0
+            extra["missing_gpus"] = max(d[0] - r[0], 0.0) / sg
+            extra["missing_cpus"] = max(d[1] - r[1], 0.0) / sc
+            extra["missing_mem_gb"] = max(d[2] - r[2], 0.0) / sm
+        rows = [obs.victim_row(req, c, self._room_on(room, n), medians) for c, n in self.rows]
+        queue_jobs = obs.queued(req)
+        return obs.assemble(obs.head(req, medians, extra), obs.queue(req, queue_jobs, medians), rows)
+
+
+def draw_estimates(noise: float, n_jobs: int, rng: np.random.Generator) -> np.ndarray:
+    """Per job, the factor its true duration (and remaining work) is multiplied by to give its estimate:
+    ``exp(N(0, noise))`` drawn from ``rng``, or exactly 1 with ``noise`` 0 (nothing drawn)."""
+    if not (np.isfinite(noise) and noise >= 0):
+        raise ConfigError(f"Expected estimate_noise >= 0, got {noise!r}")
+    return np.exp(rng.normal(0.0, noise, n_jobs)) if noise > 0 else np.ones(n_jobs)
+
 
 def action_index(action: object) -> int:
     """``action`` as a Python int if it is an integer action, else :class:`IllegalDecisionError`.
@@ -322,16 +366,17 @@ def action_index(action: object) -> int:
     raise IllegalDecisionError(f"Expected an integer action, got {action!r}")
 
 
-def check_action(action: object, n_rows: int) -> int:
-    """``action`` as an int if it is legal in a decision with ``n_rows`` candidate rows (0 to ``n_rows``),
-    else :class:`IllegalDecisionError` naming the legal set (:func:`action_index` first)."""
+def check_action(action: object, n_rows: int, what: str = "candidate row i-1") -> int:
+    """``action`` as an int if it is legal in a decision with ``n_rows`` rows besides waiting (0 to ``n_rows``),
+    else :class:`IllegalDecisionError` naming the legal set (:func:`action_index` first); ``what`` says what
+    action ``i`` is."""
     a = action_index(action)
     if not 0 <= a <= n_rows:
         raise IllegalDecisionError(
             f"Action {a} is illegal in this decision; legal actions are {list(range(n_rows + 1))} "
-            "(0 = preempt nothing, i = candidate row i-1); use action_masks()"
+            f"(0 = preempt nothing, i = {what}); use action_masks()"
         )
     return a
 
 
-__all__ = ["N_HEAD", "DecisionEncoder", "StepwiseDecision", "action_index", "check_action"]
+__all__ = ["N_HEAD", "DecisionEncoder", "StepwiseDecision", "action_index", "check_action", "draw_estimates"]

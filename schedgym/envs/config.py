@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from schedgym.decision.backend import DecisionSpec
 from schedgym.errors import ConfigError
 from schedgym.limits import MAX_JOBS
 from schedgym.sim.cluster import cluster_argument
@@ -15,6 +16,9 @@ from schedgym.workloads.source import WorkloadSource
 
 MAX_CANDIDATES = 100_000
 """largest max_candidates: the observation has 20 + 13 * max_candidates floats (5 MB at this bound)"""
+
+MAX_QUEUE_ROWS = 10_000
+"""largest queue_rows (observation version 2): 2 x 11 x queue_rows floats of queue rows"""
 
 MAX_ESTIMATE_NOISE = 10.0
 """largest estimate_noise: the estimates are multiplied by exp(N(0, sigma)), which overflows a float64 past
@@ -56,7 +60,17 @@ class EnvConfig:
     """the simulator's rules (queue, backfill, placement, the cap P, restart overhead); a dict of
     :class:`~schedgym.sim.SimConfig` fields is accepted (``gym.make(id, sim={"max_preemptions": 2})``)"""
     max_candidates: int = 16
-    """candidate rows in the observation; the action space is ``Discrete(max_candidates + 1)``"""
+    """victim mode: candidate rows in the observation; the action space is ``Discrete(max_candidates + 1)``"""
+    action_mode: str = "victim"
+    """``victim``: victims are chosen one per action (:mod:`schedgym.decision.stepwise`); ``plan``: one whole
+    plan per request, among the plan options (:mod:`schedgym.decision.plan_mode`; observation version 2 only)"""
+    observation_version: int = 1
+    """1: times squashed with fixed scales (:data:`schedgym.decision.features.JOB_FEATURES` ...); 2: scale-free
+    and queue-aware (:mod:`schedgym.decision.scalefree`), the plan mode's only version"""
+    max_plans: int = 24
+    """plan mode: option rows in the observation (wait included); the action space is ``Discrete(max_plans)``"""
+    queue_rows: int = 4
+    """observation version 2: queue rows per job class (the oldest waiting TE jobs, then BE jobs)"""
     estimate_noise: float = 0.3
     """sigma of the lognormal error of the remaining-work estimate (0 = exact)"""
     reward: str = "slowdown"
@@ -105,6 +119,16 @@ class EnvConfig:
             raise ConfigError(f"Expected split in {list(SPLITS)}, got {self.split!r}")
         _int(self, "n_jobs", 1, MAX_JOBS)
         _int(self, "max_candidates", 1, MAX_CANDIDATES)
+        _int(self, "max_plans", 2, MAX_CANDIDATES)
+        _int(self, "queue_rows", 0, MAX_QUEUE_ROWS)
+        _int(self, "observation_version", 1, 2)
+        if not isinstance(self.action_mode, str) or self.action_mode not in ("victim", "plan"):
+            raise ConfigError(f"Expected action_mode 'victim' or 'plan', got {self.action_mode!r}")
+        if self.action_mode == "plan" and self.observation_version != 2:
+            raise ConfigError(
+                f"Expected observation_version 2 with action_mode 'plan' (its only version), got "
+                f"{self.observation_version!r}"
+            )
         if self.num_levels is not None:
             if self.workload != "mix" or self.trace is not None:
                 raise ConfigError(f"num_levels applies to workload 'mix', got workload {self.workload!r}")
@@ -142,6 +166,17 @@ class EnvConfig:
     def source(self) -> WorkloadSource:
         """Where episodes' workloads come from."""
         return WorkloadSource(workload=self.workload, trace=self.trace, n_jobs=self.n_jobs, load=self.load)
+
+    @property
+    def decision_spec(self) -> DecisionSpec:
+        """How the agent is asked: action mode, observation version and row counts."""
+        return DecisionSpec(
+            mode="plan" if self.action_mode == "plan" else "victim",
+            version=self.observation_version,
+            max_candidates=self.max_candidates,
+            max_plans=self.max_plans,
+            queue_rows=self.queue_rows,
+        )
 
     @property
     def cluster_name(self) -> str:

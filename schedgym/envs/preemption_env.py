@@ -12,7 +12,9 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from schedgym.decision import StepwiseDecision, action_index, observation_size, observation_table
+from schedgym.decision import StepwiseDecision, action_index, observation_table
+from schedgym.decision.plan_mode import PlanDecision
+from schedgym.decision.plans import PlanOption
 from schedgym.decision.backend import DecisionBackend, NativeDecision, Reward, open_backend
 from schedgym.envs.config import EnvConfig
 from schedgym.envs.render import render_ansi, render_rgb
@@ -176,14 +178,14 @@ class PreemptionEnv(gym.Env):
         if self.source.kind not in ("synthetic", "mix"):
             self._trace = self.source.pool(self.config.split)
             self._trace.check_fits(self.cluster)
-        m = self.config.max_candidates
-        flat = spaces.Box(0.0, 1.0, shape=(observation_size(m),), dtype=np.float32)
+        self.decision_spec = spec = self.config.decision_spec
+        flat = spaces.Box(0.0, 1.0, shape=(spec.observation_size,), dtype=np.float32)
         self.observation_space: spaces.Space[Any] = flat
         if self.config.observation == "dict":
-            mask = spaces.Box(0.0, 1.0, shape=(m + 1,), dtype=np.float32)
+            mask = spaces.Box(0.0, 1.0, shape=(spec.n_actions,), dtype=np.float32)
             # (keys in the order Gymnasium's Dict space keeps them: sorted)
             self.observation_space = spaces.Dict({"action_mask": mask, "observations": flat})
-        self.action_space = MaskedDiscrete(m + 1, mask_fn=self.action_masks)
+        self.action_space = MaskedDiscrete(spec.n_actions, mask_fn=self.action_masks)
         self.reward_config = Reward(
             te_weight=self.config.te_weight,
             be_weight=self.config.be_weight,
@@ -214,6 +216,7 @@ class PreemptionEnv(gym.Env):
             estimate_noise=self._estimate_noise,
             rng=self.np_random,
             protocol=self._protocol,
+            spec=self.decision_spec,
         )
         self._n_illegal = 0
         info = self._info(interval=self.sim.now, parts=(0.0, 0.0, 0.0))
@@ -236,9 +239,10 @@ class PreemptionEnv(gym.Env):
         return self._observe(backend), float(reward), backend.done, False, info
 
     def action_masks(self) -> np.ndarray:
-        """Legal actions of the current decision (bool, shape ``(max_candidates + 1,)``); 0 is always legal."""
+        """Legal actions of the current decision (bool, shape ``(max_candidates + 1,)`` victim by victim,
+        ``(max_plans,)`` plan by plan); 0 is always legal."""
         if self._backend is None:
-            mask = np.zeros(self.config.max_candidates + 1, dtype=bool)
+            mask = np.zeros(self.decision_spec.n_actions, dtype=bool)
             mask[0] = True
             return mask
         return self._backend.mask()
@@ -282,7 +286,14 @@ class PreemptionEnv(gym.Env):
         return self._backend.request if self._backend is not None else None
 
     @property
-    def decision(self) -> StepwiseDecision | NativeDecision | None:
+    def plan_options(self) -> list[PlanOption]:
+        """Plan mode: the options of the decision in progress, action ``i`` taking option ``i`` (empty in the
+        victim mode and at the end of an episode)."""
+        view = self._backend.view() if self._backend is not None else None
+        return list(view.options) if isinstance(view, PlanDecision) else []
+
+    @property
+    def decision(self) -> StepwiseDecision | PlanDecision | NativeDecision | None:
         """The decision in progress (rows, chosen victims, mask), or None at the end of an episode. On the native
         engine, a read-only :class:`~schedgym.decision.backend.NativeDecision` (the protocol runs in C++)."""
         return self._backend.view() if self._backend is not None else None

@@ -102,9 +102,10 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
         self.n_threads = n_threads
         first = self.envs[0]
         self.single_observation_space = first.observation_space
-        self.single_action_space = spaces.Discrete(first.config.max_candidates + 1)
+        n_actions = first.config.decision_spec.n_actions
+        self.single_action_space = spaces.Discrete(n_actions)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-        nvec = np.full(self.num_envs, first.config.max_candidates + 1, dtype=np.int64)
+        nvec = np.full(self.num_envs, n_actions, dtype=np.int64)
         self.action_space = MaskedMultiDiscrete(nvec, mask_fn=self.action_masks)
         self.render_mode = first.render_mode  # make_vec hands render_mode to every sub-environment
         self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
@@ -302,7 +303,7 @@ class PreemptionVectorEnv(gym.vector.VectorEnv):
     def _open_batch(self) -> DecisionBatch:
         first = self.envs[0]
         return open_batch(
-            [env.backend for env in self.envs], first.config.max_candidates, first.reward_config, self.n_threads
+            [env.backend for env in self.envs], first.config.decision_spec, first.reward_config, self.n_threads
         )
 
     def _synced_batch(self) -> DecisionBatch:
@@ -461,6 +462,10 @@ def _shorten(value: object, limit: int = 200) -> str:
 # EnvConfig fields every sub-environment shares: the batched spaces and the batch's reward.
 _BATCHED_FIELDS = (
     "max_candidates",
+    "action_mode",
+    "observation_version",
+    "max_plans",
+    "queue_rows",
     "reward",
     "te_weight",
     "be_weight",
