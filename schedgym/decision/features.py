@@ -269,8 +269,9 @@ PLAN_FEATURES: tuple[Feature, ...] = (
     Feature("starts_te", "queue rows' TE jobs that fit once the plan is done (victims gone, the TE job placed; "
             "greedily in queue order), squashed x / (x + 1)"),
     Feature("starts_be", "the same for the queue rows' BE jobs"),
-    Feature("unused_gpus_after", "unused, unreserved GPUs once the plan is done / the cluster's"),
-    Feature("fragmentation_after", "1 - the largest node's unused GPUs / all unused GPUs, once the plan is done "
+    Feature("unused_gpus_after", "unused, unreserved GPUs once the plan is done and those queue rows' jobs have "
+            "started / the cluster's"),
+    Feature("fragmentation_after", "1 - the largest node's unused GPUs / all unused GPUs, at the same point "
             "(0 when none is unused)"),
 )
 

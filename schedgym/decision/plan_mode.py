@@ -148,4 +148,55 @@ class PlanDecision:
         return obs.assemble(obs.head(req, medians, {}), obs.queue(req, queue_jobs, medians), rows)
 
 
-__all__ = ["PlanDecision", "PlanEncoder", "plan_rules"]
+class PlanPolicy(Policy):
+    """Base class of a policy that decides in the plan mode inside the simulator, like any rule (``compare``,
+    ``Simulator.run``): at each request it builds the options and the observation as the environment
+    ``schedgym/PreemptionPlan-v1`` does and answers with the plan of the option :meth:`choose` picks. A
+    request whose only option is to wait is declined without asking, as the environment does.
+
+    Args:
+        max_plans, queue_rows: as the environment's (:class:`~schedgym.envs.EnvConfig`).
+        estimate_noise: as the environment's; the factors are drawn at the run's first request from the
+            generator of :meth:`reset`.
+    """
+
+    name = "plan-policy"
+    preempts = True
+
+    def __init__(self, *, max_plans: int = 24, queue_rows: int = 4, estimate_noise: float = 0.3) -> None:
+        self.max_plans = max_plans
+        self.queue_rows = queue_rows
+        self.estimate_noise = estimate_noise
+        self.reset(np.random.default_rng(0))
+
+    def reset(self, rng: np.random.Generator | None = None) -> None:
+        super().reset(rng)
+        self._encoder: PlanEncoder | None = None
+        self._sim: object = None
+
+    def choose(self, decision: PlanDecision) -> int:
+        """The option row to take (a legal action of ``decision``)."""
+        raise NotImplementedError
+
+    def _decide(self, request: PreemptionRequest) -> PreemptionPlan:
+        sim = request.sim
+        if self._encoder is None or sim is not self._sim:  # a new run (or a request built by hand)
+            if sim is None:
+                raise ConfigError("a plan-mode policy needs the simulation that asks (request.sim)")
+            table = JobTable.from_specs([j.spec for j in sim.jobs])
+            self._encoder = PlanEncoder(
+                request.capacity,
+                table,
+                max_plans=self.max_plans,
+                queue_rows=self.queue_rows,
+                estimate_noise=self.estimate_noise,
+                rng=self.rng,
+            )
+            self._sim = sim
+        decision = self._encoder.begin(request)
+        if not decision.offers_choice:
+            return decision.options[0].plan
+        return decision.choose(self.choose(decision))
+
+
+__all__ = ["PlanDecision", "PlanEncoder", "PlanPolicy", "plan_rules"]
