@@ -161,17 +161,19 @@ def observation_table() -> str:
 
 
 def observation_doc() -> str:
-    """The contents of ``docs/observation.md`` (regenerate with ``python -m schedgym.decision.features``)."""
+    """The contents of ``docs/observation.md`` (regenerate with ``python -m schedgym.decision.features``):
+    version 1, then version 2 (:func:`observation_doc_v2`)."""
     return (
         "# The observation\n\n"
         "Generated from `schedgym/decision/features.py` by `python -m schedgym.decision.features > "
         "docs/observation.md`; a test keeps it in step.\n\n"
+        "## Version 1 (`observation_version=1`, the default of the victim-by-victim ids)\n\n"
         f"A flat `float32` vector of `{N_HEAD} + {len(CANDIDATE_FEATURES)} * max_candidates` values in [0, 1]: "
         "the waiting TE job, the cluster, then one row per candidate victim (zero rows pad the rest). "
         "Resources are divided by the largest node's capacity (cluster totals by the cluster's total); "
         "unbounded times and counts are squashed with `x / (x + scale)`. Duration and remaining-work "
         "estimates are the true values times a per-job lognormal error with sigma `estimate_noise` "
-        "(default 0.3).\n\n" + observation_table() + "\n"
+        "(default 0.3).\n\n" + observation_table() + "\n" + observation_doc_v2()
     )
 
 
@@ -335,7 +337,7 @@ def observation_doc_v2() -> str:
         "observation, mask and decision unchanged, and permuting the nodes permutes the option rows only "
         "(tested). The queue appears as rows: the `queue_rows` oldest waiting TE jobs, then the `queue_rows` "
         "oldest waiting BE jobs (default 4 each; the TE job being decided and reserved jobs are not among "
-        "them), each class in queue order.\n\n"
+        "them), each class in queue order: queue row q is a TE job for q < queue_rows, a BE job after.\n\n"
         f"A flat `float32` vector of `{N_HEAD_V2} + {2 * len(QUEUE_FEATURES)} * queue_rows + "
         f"{len(CANDIDATE_FEATURES_V2)} * max_candidates` values (victim mode) or `{N_HEAD_V2} + "
         f"{2 * len(QUEUE_FEATURES)} * queue_rows + {len(PLAN_FEATURES)} * max_plans` values (plan mode), in [0, 1].\n\n"
@@ -349,4 +351,4 @@ def observation_doc_v2() -> str:
 
 
 if __name__ == "__main__":
-    print(observation_doc() + observation_doc_v2(), end="")
+    print(observation_doc(), end="")

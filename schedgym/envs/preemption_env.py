@@ -89,8 +89,18 @@ class PreemptionEnv(gym.Env):
     a numpy integer (or 0-d integer array) or a float equal to an integer; a bool, ``1.5``, ``inf``, NaN, a
     string or a sequence raises the same error (:func:`schedgym.decision.action_index`).
 
+    Plan mode (``action_mode="plan"``, the id ``schedgym/PreemptionPlan-v1``): ``Discrete(max_plans)``, one
+    action per request: action ``i`` takes *plan option* ``i`` (:func:`schedgym.decision.plans.plan_options`):
+    row 0 is always wait, then the plans of ``fitgpp`` and ``k8s`` (each asked on the request), then, for a
+    job of one node, the fewest victims that make room on each node, in node order; a plan proposed by several
+    is one row carrying each proposer's flag; options beyond ``max_plans`` are cut from the end. It is the
+    option set ``lookahead`` plays out. Legal actions: the options present (``info["action_mask"]``,
+    ``action_masks()``); ``plan_options`` lists them; a request whose only option is to wait is declined
+    without asking.
+
     ## Observation Space
-    ``Box(0, 1, (20 + 13 * max_candidates,), float32)``, built from the decision at hand (no copy of the
+    Version 1 (``observation_version=1``, the default in the victim mode): ``Box(0, 1, (20 + 13 *
+    max_candidates,), float32)``, built from the decision at hand (no copy of the
     cluster state). Resources are divided by the largest node's capacity; times are squashed with
     ``t / (t + scale)``. The layout (generated from :mod:`schedgym.decision.features`):
 
@@ -99,6 +109,16 @@ class PreemptionEnv(gym.Env):
     The remaining-work and duration estimates are true values times a per-job lognormal error with sigma
     ``estimate_noise`` (default 0.3, drawn at reset from ``np_random``): real schedulers know durations only
     approximately. Padded rows are all zeros.
+
+    Version 2 (``observation_version=2``; the plan mode's only version): scale-free and queue-aware. Every time
+    is a ratio to another time of the same workload (the waiting TE job's estimate, the running median of the
+    estimates of a class's jobs submitted so far), squashed with ``x / (x + 1)``; job counts are per node; the
+    ``queue_rows`` oldest waiting jobs of each class are rows. ``Box(0, 1, (21 + 22 * queue_rows + 14 *
+    max_candidates,), float32)`` victim by victim, ``Box(0, 1, (21 + 22 * queue_rows + 22 * max_plans,),
+    float32)`` plan by plan. Multiplying every time of a workload by ``k > 0`` changes no observation, mask or
+    decision; permuting the nodes permutes the option rows only. The layout is in ``docs/observation.md``
+    (generated from :func:`schedgym.decision.features.schema`). On the native engine, version 2 and the plan
+    mode run the decision protocol in Python (the simulation stays native).
 
     ## Rewards
     A weighted sum of named parts, each reported in ``info`` (``reward_te``, ``reward_be``,
@@ -131,7 +151,9 @@ class PreemptionEnv(gym.Env):
     Python words it; also a :class:`~schedgym.errors.SchedGymError`); the simulator's rules are the field
     ``sim`` (a :class:`~schedgym.sim.SimConfig` or a dict of its fields: ``gymnasium.make(id,
     sim={"max_preemptions": 2})``). ``render_mode``: ``"ansi"`` (text: nodes, queue, the decision) or
-    ``"rgb_array"`` (node occupancy image).
+    ``"rgb_array"`` (node occupancy image). The action mode and observation: ``action_mode`` (``"victim"`` or
+    ``"plan"``), ``observation_version`` (1 or 2), ``max_candidates`` (victim rows), ``max_plans`` (plan rows),
+    ``queue_rows`` (version 2's queue rows per class).
 
     ## Version History
     * v0: initial release. Later, within v0 (observations, actions, rewards and episodes unchanged, checked
@@ -144,6 +166,9 @@ class PreemptionEnv(gym.Env):
       after any release or BE start anywhere. Observations, actions and rewards are as in v0. ``gym.make`` of a
       v0 id raises Gymnasium's ``DeprecatedEnv`` naming v1; an agent saved on a v0 id is evaluated on its v1
       successor (``schedgym.SUPERSEDED``).
+    * ``schedgym/PreemptionPlan-v1``: the plan-level action mode with observation version 2, on the dynamics of
+      ``schedgym/Preemption-v1``. Observation version 2 is also an option of the victim-by-victim ids
+      (``gym.make("schedgym/Preemption-v1", observation_version=2)``); their default stays version 1.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}

@@ -70,6 +70,13 @@ def render_ansi(env: PreemptionEnv) -> str:
                 f"    {i:>2}: {c.job_id} on node {n} gpus={c.demand[0]:g} grace={c.grace_period:g}s "
                 f"ran {sim.now - c.run_start:.0f}s"
             )
+        # Plan mode: each option, who proposed it, its nodes and victims.
+        names = {c.idx: c.job_id for cands in req.candidates.values() for c in cands}
+        for i, option in enumerate(env.plan_options):
+            victims = [names[v] for v in option.plan.victims]
+            lines.append(
+                f"    {i:>2}: {'+'.join(sorted(option.sources))}: nodes {list(option.plan.nodes)} victims {victims}"
+            )
     lines.append("  legend: T TE, B BE, C candidate, g grace period, h reserved, . free")
     return "\n".join(lines) + "\n"
 
