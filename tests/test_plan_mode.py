@@ -215,3 +215,18 @@ def test_lookaheads_choice_is_always_one_of_the_options():
         sim.resolve(plan)
         n += 1
     assert n > 10
+
+
+def test_a_plan_policy_runs_in_compare_like_any_rule(monkeypatch):
+    # Registered as any policy is, it runs in `compare` on the same workloads as the rules: taking fitgpp's
+    # row, it is fitgpp on every seed.
+    from schedgym import registry
+    from schedgym.experiments.compare import CompareConfig, run_comparison
+
+    registry.policy_names()  # loads the registered packages first
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))  # the test's registration only
+    registry.register_policy("follow-fitgpp", FollowRule, kwargs={"rule": "fitgpp"})
+    result = run_comparison(CompareConfig(policies=("fitgpp", "follow-fitgpp"), seeds=2, n_jobs=300)).summary()
+    per_seed = {name: p["per_seed"] for name, p in result["policies"].items()}
+    strip = [{k: v for k, v in s.items() if k != "wall_time_s"} for s in per_seed["fitgpp"]]
+    assert [{k: v for k, v in s.items() if k != "wall_time_s"} for s in per_seed["follow-fitgpp"]] == strip

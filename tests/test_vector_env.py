@@ -266,6 +266,16 @@ def test_lockstep_with_truncation_bounded_reward_and_weights():
     assert ends > 10 and preempting > 0
 
 
+@pytest.mark.parametrize(
+    "asking",
+    [{"action_mode": "plan", "observation_version": 2}, {"observation_version": 2, "queue_rows": 2}],
+    ids=["plan", "victim-v2"],
+)
+def test_lockstep_in_the_plan_mode_and_with_observation_version_2(asking):
+    ends, preempting, choices = run_lockstep(3, 5, 60, n_threads=2, **asking)
+    assert ends > 3 and preempting > 5 and choices > 30
+
+
 def test_the_native_engine_steps_in_one_batch(engine):
     venv = make(3)
     venv.reset(seed=0)
