@@ -48,7 +48,7 @@ import numpy as np
 
 from schedgym.decision.plans import MAX_SUBSET_CANDIDATES, fewest_victims, plan_options
 from schedgym.errors import ConfigError, SchedGymError
-from schedgym.sim.policy import DECLINE, Policy, PreemptionPlan, PreemptionRequest, QueueDiscipline
+from schedgym.sim.policy import Policy, PreemptionPlan, PreemptionRequest, QueueDiscipline
 
 _WAIT = Policy()  # never preempts: answers DECLINE (natively, the engine's 'decline' rule)
 

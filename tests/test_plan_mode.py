@@ -14,7 +14,7 @@ from helpers import be, cluster, fit_vs_grace_jobs, te
 
 import schedgym  # noqa: F401 - registers the ids
 from baselines.lookahead import Lookahead
-from schedgym.decision.features import PLAN_FEATURES, N_HEAD_V2, QUEUE_FEATURES
+from schedgym.decision.features import N_HEAD_V2, PLAN_FEATURES, QUEUE_FEATURES
 from schedgym.decision.plan_mode import PlanDecision, PlanEncoder, PlanPolicy
 from schedgym.envs import EnvConfig, PreemptionEnv
 from schedgym.errors import ConfigError, IllegalDecisionError
@@ -48,7 +48,10 @@ def encoder(jobs, n_nodes_gpus=(8, 8), max_plans=24, queue_rows=4):
 def plan_rows(decision: PlanDecision, queue_rows: int = 4) -> list[dict[str, float]]:
     obs = decision.observe()
     start = N_HEAD_V2 + 2 * queue_rows * len(QUEUE_FEATURES)
-    return [dict(zip(NAMES, obs[start + ROW * i : start + ROW * (i + 1)].tolist())) for i in range(len(decision.options))]
+    return [
+        dict(zip(NAMES, obs[start + ROW * i : start + ROW * (i + 1)].tolist(), strict=True))
+        for i in range(len(decision.options))
+    ]
 
 
 def test_options_of_a_request_by_hand():

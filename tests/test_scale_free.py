@@ -185,9 +185,7 @@ def test_permuting_the_nodes_permutes_the_rows_only(seed, perm_seed):
         p = rng.permutation(len(cl.nodes)).tolist()
         other = permuted(request, p)
         # The per-node options are renamed, nothing else.
-        assert sorted((p[n], renamed(plan, p)) for n, plan in per_node_plans(request)) == sorted(
-            per_node_plans(other)
-        )
+        assert sorted((p[n], renamed(plan, p)) for n, plan in per_node_plans(request)) == sorted(per_node_plans(other))
         # The same options, renamed, have the same rows; head and queue rows are the same.
         obs = plan_enc.observer
         medians = obs.scales.medians(request.now)

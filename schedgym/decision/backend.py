@@ -243,6 +243,7 @@ class NativeBackend(DecisionBackend):
     and clones it by replay), so this object holds nothing the simulator does not."""
 
     sim: StepwiseNativeSimulator
+    encoder: DecisionEncoder
 
     def __init__(self, sim: StepwiseNativeSimulator, encoder: DecisionEncoder, table: JobTable) -> None:
         super().__init__(sim, encoder, table)
@@ -456,4 +457,12 @@ def open_backend(
     return backend
 
 
-__all__ = ["DecisionBackend", "NativeBackend", "NativeDecision", "DecisionSpec", "PythonBackend", "Reward", "open_backend"]
+__all__ = [
+    "DecisionBackend",
+    "NativeBackend",
+    "NativeDecision",
+    "DecisionSpec",
+    "PythonBackend",
+    "Reward",
+    "open_backend",
+]

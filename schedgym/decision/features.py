@@ -177,8 +177,6 @@ def observation_doc() -> str:
     )
 
 
-
-
 def names(features: tuple[Feature, ...]) -> tuple[str, ...]:
     """The names of a group, in observation order."""
     return tuple(f.name for f in features)
@@ -259,22 +257,33 @@ PLAN_FEATURES: tuple[Feature, ...] = (
     Feature("freed_cpus", "the same for CPUs"),
     Feature("freed_mem_gb", "the same for memory"),
     Feature("surplus_gpus", "GPUs left on the TE job's nodes once it is placed / (gang x the largest node's)"),
-    Feature("start_delay", "the longest grace period of the victims (when the TE job starts) / its estimate, "
-            "squashed x / (x + 1)"),
-    Feature("remaining", "the victims' remaining work, estimated, summed / the median BE estimate, squashed "
-            "x / (x + 1)"),
+    Feature(
+        "start_delay",
+        "the longest grace period of the victims (when the TE job starts) / its estimate, squashed x / (x + 1)",
+    ),
+    Feature(
+        "remaining", "the victims' remaining work, estimated, summed / the median BE estimate, squashed x / (x + 1)"
+    ),
     Feature("remaining_vs_te", "the same / the TE job's estimate, squashed x / (x + 1)"),
-    Feature("elapsed", "the victims' time since they last started, summed / the median BE estimate, squashed "
-            "x / (x + 1)"),
+    Feature(
+        "elapsed", "the victims' time since they last started, summed / the median BE estimate, squashed x / (x + 1)"
+    ),
     Feature("preemptions", "the victims' largest preemption count so far / the cap P"),
     Feature("last_chance", "victims this preemption brings to the cap P (no longer preemptible) / victims"),
-    Feature("starts_te", "queue rows' TE jobs that fit once the plan is done (victims gone, the TE job placed; "
-            "greedily in queue order), squashed x / (x + 1)"),
+    Feature(
+        "starts_te",
+        "queue rows' TE jobs that fit once the plan is done (victims gone, the TE job placed; "
+        "greedily in queue order), squashed x / (x + 1)",
+    ),
     Feature("starts_be", "the same for the queue rows' BE jobs"),
-    Feature("unused_gpus_after", "unused, unreserved GPUs once the plan is done and those queue rows' jobs have "
-            "started / the cluster's"),
-    Feature("fragmentation_after", "1 - the largest node's unused GPUs / all unused GPUs, at the same point "
-            "(0 when none is unused)"),
+    Feature(
+        "unused_gpus_after",
+        "unused, unreserved GPUs once the plan is done and those queue rows' jobs have started / the cluster's",
+    ),
+    Feature(
+        "fragmentation_after",
+        "1 - the largest node's unused GPUs / all unused GPUs, at the same point (0 when none is unused)",
+    ),
 )
 
 N_HEAD_V2 = len(JOB_FEATURES_V2) + len(CLUSTER_FEATURES_V2)
@@ -330,7 +339,8 @@ def observation_doc_v2() -> str:
     return (
         "\n## Version 2: scale-free and queue-aware (`observation_version=2`)\n\n"
         "The observation of `schedgym/PreemptionPlan-v1` (plan level), and of the victim-by-victim ids with "
-        "`observation_version=2` (`gym.make(\"schedgym/Preemption-v1\", observation_version=2)`). No time is divided by a fixed number of seconds: a time is a ratio to another time of the same "
+        '`observation_version=2` (`gym.make("schedgym/Preemption-v1", observation_version=2)`). No time is '
+        "divided by a fixed number of seconds: a time is a ratio to another time of the same "
         "workload (the waiting TE job's estimate, or the median estimated duration of the jobs of a class "
         "submitted so far), squashed with `x / (x + 1)`; job counts are per node. Multiplying every time of a "
         "workload (arrivals, durations, grace periods, restart overheads) by any k > 0 leaves every "

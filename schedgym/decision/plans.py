@@ -73,7 +73,7 @@ def plan_options(
     for name, rule in rules:
         add(rule.decide(request), name)
     if per_node and request.gang_size == 1:
-        for node, plan in per_node_plans(request):
+        for _, plan in per_node_plans(request):
             add(plan, PER_NODE)
     return out
 

@@ -13,9 +13,9 @@ import numpy as np
 from gymnasium import spaces
 
 from schedgym.decision import StepwiseDecision, action_index, observation_table
+from schedgym.decision.backend import DecisionBackend, NativeDecision, Reward, open_backend
 from schedgym.decision.plan_mode import PlanDecision
 from schedgym.decision.plans import PlanOption
-from schedgym.decision.backend import DecisionBackend, NativeDecision, Reward, open_backend
 from schedgym.envs.config import EnvConfig
 from schedgym.envs.render import render_ansi, render_rgb
 from schedgym.errors import ConfigError, SchedGymError, UnknownArgumentError
