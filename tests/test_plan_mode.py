@@ -233,3 +233,19 @@ def test_a_plan_policy_runs_in_compare_like_any_rule(monkeypatch):
     per_seed = {name: p["per_seed"] for name, p in result["policies"].items()}
     strip = [{k: v for k, v in s.items() if k != "wall_time_s"} for s in per_seed["fitgpp"]]
     assert [{k: v for k, v in s.items() if k != "wall_time_s"} for s in per_seed["follow-fitgpp"]] == strip
+
+
+def test_the_plan_mode_trains_on_the_workload_distribution():
+    # workload="mix": every episode a level on its own cluster; the spaces stay the same.
+    env = gym.make(PLAN_ID, workload="mix", num_levels=5)
+    sizes = set()
+    for seed in range(3):
+        obs, info = env.reset(seed=seed)
+        assert env.observation_space.contains(obs)
+        sizes.add(env.unwrapped.cluster.n_nodes)
+        done = env.unwrapped.pending_request is None
+        while not done:
+            obs, _, terminated, truncated, info = env.step(int(np.flatnonzero(info["action_mask"])[-1]))
+            assert env.observation_space.contains(obs)
+            done = terminated or truncated
+    assert len(sizes) > 1
