@@ -99,6 +99,11 @@ class Engine:
         Jobs that hold resources on the node (running or in their grace period), ascending.
         """
 
+    def queued(self, limit: int) -> tuple[list[int], list[int]]:
+        """
+        ([TE job index, ...], [BE job index, ...]): the up-to-limit oldest jobs of each class waiting in the queues (not reserved), in queue order.
+        """
+
     def job_records(self, jobs: Sequence[int]) -> list:
         """
         (state, remaining, preemptions, run_start, run_overhead, first_start, completion, grace_time, overhead_time, run_time, nodes) of each of ``jobs``.

@@ -393,6 +393,13 @@ class NativeSimulator(Simulator):
     def running_on(self, node: int) -> frozenset[int]:
         return frozenset(self._engine.running_on(node))
 
+    def _queued(self, limit: int) -> tuple[list[Job], list[Job]]:
+        te, be = self._engine.queued(limit)
+        jobs = self._jobs
+        if te or be:
+            self._sync([*te, *be])  # bring just those records up to date
+        return [jobs[i] for i in te], [jobs[i] for i in be]
+
     # ------------------------------------------------------------------ requests
     def _make_request(self, idx: int) -> PreemptionRequest:
         jobs = self._jobs

@@ -225,6 +225,17 @@ class PythonSimulator(Simulator):
     def running_on(self, node: int) -> frozenset[int]:
         return frozenset(self._running_on[node])
 
+    def _queued(self, limit: int) -> tuple[list[Job], list[Job]]:
+        # The `limit` oldest of each shape's heap (jobs of one shape share their class), then of each class.
+        by_class: tuple[list[tuple[float, int]], list[tuple[float, int]]] = ([], [])
+        jobs = self.jobs
+        for shape in self._nonempty:
+            out = by_class[0 if self._shape_te[shape] else 1]
+            for _, idx in heapq.nsmallest(limit, self._queues[shape]):
+                out.append((jobs[idx].spec.submit_time, idx))
+        te, be = (sorted(c)[:limit] for c in by_class)
+        return [jobs[i] for _, i in te], [jobs[i] for _, i in be]
+
     @property
     def queue_lengths(self) -> tuple[int, int]:
         """(TE, BE) jobs pending, reserved TE jobs included."""

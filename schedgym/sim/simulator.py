@@ -322,6 +322,19 @@ class Simulator:
         """The indices of the jobs running on ``node``."""
         raise NotImplementedError
 
+    def queued(self, limit: int) -> tuple[list[Job], list[Job]]:
+        """(TE, BE): the up-to-``limit`` oldest jobs of each class waiting in the queues, each class in queue
+        order (submit time, then job index), their records up to date. A reserved TE job (waiting for its
+        victims' grace periods) is not waiting in a queue; the TE job of a pending request is (it is listed).
+        ``limit`` is an integer >= 0. Observation version 2's queue rows (:mod:`schedgym.decision.scalefree`)."""
+        if not is_integer(limit) or limit < 0:
+            raise ConfigError(f"Expected limit to be an integer >= 0, got {limit!r}")
+        te, be = self._queued(int(limit))
+        return te, be
+
+    def _queued(self, limit: int) -> tuple[list[Job], list[Job]]:  # pragma: no cover - the engines define it
+        raise NotImplementedError
+
     # ------------------------------------------------------------------ shared
     def run(self, policy: PreemptionPolicy) -> RunResult:
         """Drive the simulation to the end with ``policy`` answering every request."""

@@ -479,6 +479,16 @@ NB_MODULE(_engine, m) {
             return s.engine->running_on(node);
           },
           "node"_a, "Jobs that hold resources on the node (running or in their grace period), ascending.")
+      .def(
+          "queued",
+          [](PyEngine& s, int64_t limit) {
+            if (limit < 0) throw std::invalid_argument("Expected limit >= 0, got " + std::to_string(limit));
+            std::lock_guard<std::mutex> lock(s.mu);
+            return s.engine->queued(limit);
+          },
+          "limit"_a,
+          "([TE job index, ...], [BE job index, ...]): the up-to-limit oldest jobs of each class waiting in the "
+          "queues (not reserved), in queue order.")
 
       // ------------------------------------------------------------ per job
       .def(

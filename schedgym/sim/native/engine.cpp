@@ -795,6 +795,26 @@ bool Engine::fits(int n, int shape) const {
   return a[0] >= d[0] && a[1] >= d[1] && a[2] >= d[2];
 }
 
+std::pair<std::vector<int>, std::vector<int>> Engine::queued(int64_t limit) const {
+  // The `limit` oldest of each shape's heap (jobs of one shape share their class), then the `limit` oldest of
+  // each class among those: O(shapes * queue length) at worst, no full sort.
+  std::vector<int> by_class[2];
+  auto older = [this](int a, int b) { return shape_q_after(b, a); };
+  for (int s : nonempty_.items()) {
+    const std::vector<int>& q = queues_[s];
+    std::vector<int>& out = by_class[shape_te_[s] ? 0 : 1];
+    size_t k = std::min(q.size(), static_cast<size_t>(limit));
+    std::vector<int> oldest(k);
+    std::partial_sort_copy(q.begin(), q.end(), oldest.begin(), oldest.end(), older);
+    out.insert(out.end(), oldest.begin(), oldest.end());
+  }
+  for (auto& v : by_class) {
+    std::sort(v.begin(), v.end(), older);
+    if (v.size() > static_cast<size_t>(limit)) v.resize(static_cast<size_t>(limit));
+  }
+  return {by_class[0], by_class[1]};
+}
+
 bool Engine::queue_less(int a, int b) const {
   // The Python queue key: (class, submit, index) for the priority queue, (submit, index) for fifo.
   if (config_.priority_queue && class_[a] != class_[b]) return class_[a] < class_[b];

@@ -129,6 +129,9 @@ class Engine {
   // (node, candidate job indices ascending) for nodes with at least one candidate, nodes ascending.
   std::vector<std::pair<int, std::vector<int>>> candidates() const;
   std::vector<int> running_on(int node) const;  // ascending
+  // The up-to-`limit` oldest jobs of each class waiting in the queues (not reserved), each class in queue order
+  // (submit time, then index): Simulator.queued.
+  std::pair<std::vector<int>, std::vector<int>> queued(int64_t limit) const;
   std::vector<int> job_nodes(int job) const;    // where it runs, or is reserved
   const std::vector<int8_t>& state() const { return state_; }
   const std::vector<double>& remaining() const { return remaining_; }
