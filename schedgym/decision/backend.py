@@ -410,19 +410,16 @@ def open_backend(
     table: JobTable,
     config: SimConfig,
     *,
-    max_candidates: int,
+    spec: DecisionSpec,
     estimate_noise: float,
     rng: np.random.Generator,
     protocol: Literal["auto", "python"] = "auto",
-    spec: DecisionSpec | None = None,
 ) -> DecisionBackend:
     """A new simulation of ``table`` on ``cluster`` under ``config``, at its first decision, decided by the
     protocol on the engine ``config`` selects: the victim protocol with observation version 1 in C++ on the
     native engine, everything else in Python (on either engine). ``protocol="python"`` runs the Python protocol
-    on either engine (the tests isolate the protocol from the engine with it). ``spec`` is the action mode
-    and observation (default: victim by victim, version 1, ``max_candidates`` rows). The encoder draws its
-    estimate noise from ``rng``."""
-    spec = spec if spec is not None else DecisionSpec(max_candidates=max_candidates)
+    on either engine (the tests isolate the protocol from the engine with it). ``spec`` is the action mode,
+    the observation and the row counts. The encoder draws its estimate noise from ``rng``."""
     native = (
         protocol == "auto" and spec.mode == "victim" and spec.version == 1 and select_engine(config.engine) == "native"
     )
