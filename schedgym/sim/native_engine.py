@@ -394,7 +394,8 @@ class NativeSimulator(Simulator):
         return frozenset(self._engine.running_on(node))
 
     def _queued(self, limit: int) -> tuple[list[Job], list[Job]]:
-        te, be = self._engine.queued(limit)
+        # No class has more jobs than the workload (and a larger int would not fit the binding's int64).
+        te, be = self._engine.queued(min(limit, len(self._specs)))
         jobs = self._jobs
         if te or be:
             self._sync([*te, *be])  # bring just those records up to date

@@ -130,7 +130,7 @@ class Engine {
   std::vector<std::pair<int, std::vector<int>>> candidates() const;
   std::vector<int> running_on(int node) const;  // ascending
   // The up-to-`limit` oldest jobs of each class waiting in the queues (not reserved), each class in queue order
-  // (submit time, then index): Simulator.queued.
+  // (submit time, then index): Simulator.queued. O(shapes + limit * log(shapes + limit)) per class.
   std::pair<std::vector<int>, std::vector<int>> queued(int64_t limit) const;
   std::vector<int> job_nodes(int job) const;    // where it runs, or is reserved
   const std::vector<int8_t>& state() const { return state_; }
