@@ -239,7 +239,7 @@ class PythonSimulator(Simulator):
         for shape in self._nonempty:
             frontier[0 if self._shape_te[shape] else 1].append((queues[shape][0][0], shape, 0))
         jobs = self.jobs
-        for f, taken in zip(frontier, out):
+        for f, taken in zip(frontier, out, strict=True):
             heapq.heapify(f)
             while f and len(taken) < limit:
                 _, shape, pos = heapq.heappop(f)
