@@ -132,7 +132,8 @@ class PythonSimulator(Simulator):
             if self._in_pass:
                 job = self._schedule_pass()
                 if job is not None:
-                    # Built after the pass, which restores the TE jobs it looked past to their queues.
+                    # Built after the pass. The pass takes only the jobs it starts out of their queues: this TE
+                    # job and those it looked past are still queued (queue_lengths, queued() list them).
                     request = self._request = self._make_request(job)
                     self.n_requests += 1
                     return request
