@@ -26,7 +26,7 @@ from schedgym.sim.metrics import RunResult, SegmentTable
 from schedgym.sim.policy import Policy, PreemptionPlan, PreemptionPolicy, PreemptionRequest, QueueDiscipline
 from schedgym.sim.simulator import SimConfig, Simulator
 
-ENGINE_VERSION = 4
+ENGINE_VERSION = 5
 """The version of the compiled engine this wrapper expects (``schedgym.sim._engine.ENGINE_VERSION``)."""
 
 _STATES = tuple(JobState)
