@@ -72,6 +72,14 @@ class WorkloadScales:
             self._submit.append(np.asarray(cols["submit"][order]))
             self._median.append(prefix_lower_medians(est[order]))
 
+    def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(TE submit times, TE running medians, BE submit times, BE running medians), float64: per class, the
+        submit times of its jobs in submit order and the lower median of the first ``i + 1`` estimates (what the
+        native plan core is handed)."""
+        te_submit, be_submit = (np.ascontiguousarray(s, dtype=np.float64) for s in self._submit)
+        te_median, be_median = (np.ascontiguousarray(m, dtype=np.float64) for m in self._median)
+        return te_submit, te_median, be_submit, be_median
+
     def medians(self, now: float) -> tuple[float, float]:
         """(TE, BE): the median estimate of the jobs of each class submitted by ``now``; a class none of whose
         jobs has arrived takes the other's (and 1.0 if neither has)."""

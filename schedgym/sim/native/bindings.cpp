@@ -745,6 +745,14 @@ NB_MODULE(_engine, m) {
       "rules"_a,
       "(head, queue row, plan row): the names of the features PlanCore computes, in observation order, with the "
       "plan row's per-rule flags named after ``rules``.");
+  m.def(
+      "python_sum",
+      [](F64In values, bool compensated) {
+        if (values.ndim() != 1) throw std::invalid_argument("Expected values to be one-dimensional");
+        return schedgym::py_sum(values.data(), values.shape(0), compensated);
+      },
+      "values"_a, "compensated"_a,
+      "sum(values) as PlanCore computes Python's sum() of floats: compensated as from Python 3.12 on, or not.");
   nb::class_<PyPlanCore>(m, "PlanCore",
                          "The plan-level decision protocol of schedgym.decision.plan_mode on an Engine's state "
                          "(PreemptionPlan-v1's native path): the same options, masks and observations (version 2), "

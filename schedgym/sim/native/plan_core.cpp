@@ -299,12 +299,13 @@ bool PlanCore::fewest_victims(const double deficit[3], const std::vector<Candida
 
 // ==================================================================== the observation (scalefree.py)
 
-double PlanCore::fsum(const double* x, size_t n) const {
+double py_sum(const double* x, size_t n, bool compensated) {
   // sum(floats) from its int start 0: 0 + x[0], then each item added; CPython >= 3.12 compensates the additions
   // after the first (Neumaier), as builtin_sum_impl does, and adds the compensation at the end if it is finite
   // and not zero.
+  if (n == 0) return 0.0;
   double f = 0.0 + x[0];
-  if (!compensated_) {
+  if (!compensated) {
     for (size_t i = 1; i < n; ++i) f += x[i];
     return f;
   }
@@ -320,6 +321,8 @@ double PlanCore::fsum(const double* x, size_t n) const {
   if (c != 0.0 && std::isfinite(c)) f += c;
   return f;
 }
+
+double PlanCore::fsum(const double* x, size_t n) const { return py_sum(x, n, compensated_); }
 
 void PlanCore::medians(double now, double out[2]) const {
   // WorkloadScales.medians: the median estimate of the jobs of each class submitted by now (searchsorted right).
@@ -395,7 +398,8 @@ void PlanCore::greedy_starts(std::vector<double>& avail, const std::vector<int>&
 }
 
 void PlanCore::mask(bool* out) const {
-  for (int i = 0; i < max_plans_; ++i) out[i] = static_cast<size_t>(i) < options_.size();
+  // With no decision pending, 0 alone (DecisionBackend.step takes action 0 to end an episode).
+  for (int i = 0; i < max_plans_; ++i) out[i] = i == 0 || static_cast<size_t>(i) < options_.size();
 }
 
 void PlanCore::observe(float* out) const {

@@ -41,6 +41,10 @@ std::vector<std::string> plan_head_names();
 std::vector<std::string> plan_queue_names();
 std::vector<std::string> plan_row_names(const std::vector<std::string>& rules);
 
+// Python's sum() of n floats with its default start 0 (0.0 for n == 0); `compensated`: as CPython >= 3.12 sums
+// floats (Neumaier's compensated summation), else one addition after the other.
+double py_sum(const double* x, size_t n, bool compensated);
+
 // scalefree.WorkloadScales: per class (0 TE, 1 BE), the submit times of its jobs in (stable) submit order and the
 // lower median of the estimates of the first i + 1 of them.
 struct RunningMedians {
@@ -87,7 +91,7 @@ class PlanCore {
   const std::vector<PlanChoice>& options() const { return options_; }
   // PlanDecision.observe into out[observation_size()] (all zeros with no decision pending).
   void observe(float* out) const;
-  // PlanDecision.mask into out[max_plans].
+  // PlanDecision.mask into out[max_plans] (0 alone with no decision pending).
   void mask(bool* out) const;
   // scalefree.WorkloadScales.medians(now): (TE, BE).
   void medians(double now, double out[2]) const;
@@ -101,7 +105,7 @@ class PlanCore {
   void resolve(const std::vector<int>& nodes, const std::vector<int>& victims);
   void add(const Plan& plan, uint32_t source);
   bool fewest_victims(const double deficit[3], const std::vector<Candidate>& cands, std::vector<int>& out);
-  double fsum(const double* x, size_t n) const;  // Python's sum() of floats (n >= 1)
+  double fsum(const double* x, size_t n) const;  // py_sum as the Python running the spec sums
   void queue_jobs(std::vector<int>& out, size_t& n_te) const;  // ScaleFreeObserver.queued (n_te TE jobs first)
   void greedy_starts(std::vector<double>& avail, const std::vector<int>& jobs, size_t n_te, int64_t started[2]) const;
   double estimate_of(int j) const;
