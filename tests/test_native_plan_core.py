@@ -395,6 +395,25 @@ def test_the_cores_sum_is_pythons(values):
     assert _engine.python_sum(a, native_engine_module.COMPENSATED_SUM).hex() == float(sum(values)).hex()
 
 
+@SETTINGS
+@given(
+    values=st.lists(st.sampled_from([0.5, 1.0, 2.0, 3.0, 1e-3, 7e5]) | st.floats(1e-6, 1e7), max_size=80),
+    limit=st.sampled_from([0, 4096]),
+)
+def test_the_running_medians_are_computed_alike(values, limit):
+    """WorkloadScales takes its running medians from C++ where the engine is built: the same values as
+    scalefree.prefix_lower_medians (either way of computing them)."""
+    from schedgym.sim import _engine  # type: ignore[attr-defined]
+
+    a = np.array(values, dtype=np.float64)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(scalefree, "_INSORT_LIMIT", limit)
+        expected = scalefree.prefix_lower_medians(a)
+    got = _engine.prefix_lower_medians(a)
+    assert got.dtype == np.float64 and got.tobytes() == expected.tobytes()
+    assert scalefree._PREFIX_LOWER_MEDIANS is _engine.prefix_lower_medians
+
+
 def test_pythons_compensated_sum_is_followed(reference_engine, monkeypatch):
     """From Python 3.12 on, sum() of floats is compensated: the core sums as the Python running it does (here both
     sides are switched to 3.12's sum, whatever this interpreter is)."""

@@ -746,6 +746,18 @@ NB_MODULE(_engine, m) {
       "(head, queue row, plan row): the names of the features PlanCore computes, in observation order, with the "
       "plan row's per-rule flags named after ``rules``.");
   m.def(
+      "prefix_lower_medians",
+      [](F64In values) {
+        if (values.ndim() != 1) throw std::invalid_argument("Expected values to be one-dimensional");
+        const size_t n = values.shape(0);
+        std::vector<double> out(n);
+        schedgym::prefix_lower_medians(values.data(), n, out.data());
+        return to_numpy<double>(out.data(), n);
+      },
+      "values"_a,
+      "schedgym.decision.scalefree.prefix_lower_medians in C++: out[i] is the lower median of values[: i + 1] "
+      "(float64).");
+  m.def(
       "python_sum",
       [](F64In values, bool compensated) {
         if (values.ndim() != 1) throw std::invalid_argument("Expected values to be one-dimensional");

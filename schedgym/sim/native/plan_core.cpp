@@ -322,6 +322,34 @@ double py_sum(const double* x, size_t n, bool compensated) {
   return f;
 }
 
+void prefix_lower_medians(const double* x, size_t n, double* out) {
+  std::vector<double> lo, hi;  // lo: a max-heap of the smaller half (its top is the lower median); hi: a min-heap
+  auto greater = [](double a, double b) { return a > b; };
+  for (size_t i = 0; i < n; ++i) {
+    const double v = x[i];
+    if (!lo.empty() && v > lo.front()) {
+      hi.push_back(v);
+      std::push_heap(hi.begin(), hi.end(), greater);
+    } else {
+      lo.push_back(v);
+      std::push_heap(lo.begin(), lo.end());
+    }
+    // Balance: lo holds ceil(n / 2) values.
+    if (lo.size() > hi.size() + 1) {
+      std::pop_heap(lo.begin(), lo.end());
+      hi.push_back(lo.back());
+      lo.pop_back();
+      std::push_heap(hi.begin(), hi.end(), greater);
+    } else if (hi.size() > lo.size()) {
+      std::pop_heap(hi.begin(), hi.end(), greater);
+      lo.push_back(hi.back());
+      hi.pop_back();
+      std::push_heap(lo.begin(), lo.end());
+    }
+    out[i] = lo.front();
+  }
+}
+
 double PlanCore::fsum(const double* x, size_t n) const { return py_sum(x, n, compensated_); }
 
 void PlanCore::medians(double now, double out[2]) const {

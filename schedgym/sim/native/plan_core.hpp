@@ -45,6 +45,10 @@ std::vector<std::string> plan_row_names(const std::vector<std::string>& rules);
 // floats (Neumaier's compensated summation), else one addition after the other.
 double py_sum(const double* x, size_t n, bool compensated);
 
+// scalefree.prefix_lower_medians: out[i] = the lower median of x[0..i] (the element of rank i / 2), by the same two
+// heaps (O(n log n)).
+void prefix_lower_medians(const double* x, size_t n, double* out);
+
 // scalefree.WorkloadScales: per class (0 TE, 1 BE), the submit times of its jobs in (stable) submit order and the
 // lower median of the estimates of the first i + 1 of them.
 struct RunningMedians {
