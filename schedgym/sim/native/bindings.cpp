@@ -791,7 +791,7 @@ NB_MODULE(_engine, m) {
           [](PyPlanCore& s, int64_t action) {
             std::lock_guard<std::mutex> lock(s.engine->mu);
             if (s.core->job() < 0) throw std::invalid_argument("choose() called with no decision pending");
-            const int64_t n = static_cast<int64_t>(s.core->options().size());
+            const int64_t n = static_cast<int64_t>(s.core->n_options());
             if (action < 0 || action >= n)
               throw std::invalid_argument("Action " + std::to_string(action) + " is illegal; legal actions are 0.." +
                                           std::to_string(n - 1));
@@ -832,9 +832,11 @@ NB_MODULE(_engine, m) {
           [](PyPlanCore& s) {
             std::lock_guard<std::mutex> lock(s.engine->mu);
             nb::list out;
-            for (const schedgym::PlanChoice& o : s.core->options())
+            for (size_t i = 0; i < s.core->n_options(); ++i) {
+              const schedgym::PlanChoice& o = s.core->option(i);
               out.append(nb::make_tuple(nb::tuple(to_list(o.plan.nodes)), nb::tuple(to_list(o.plan.victims)),
                                         o.sources));
+            }
             return out;
           },
           "[(nodes, victims, sources), ...]: the options of the decision, action i taking option i; sources is a "
@@ -869,7 +871,7 @@ NB_MODULE(_engine, m) {
           "n_options",
           [](PyPlanCore& s) {
             std::lock_guard<std::mutex> lock(s.engine->mu);
-            return s.core->options().size();
+            return s.core->n_options();
           },
           "Options of the decision, wait included (0 with none pending).")
       .def_prop_ro(

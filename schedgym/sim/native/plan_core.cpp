@@ -110,7 +110,7 @@ bool PlanCore::next_decision() {
   int job;
   while ((job = engine_->advance()) >= 0) {
     begin(job);
-    if (options_.size() > 1) {
+    if (n_options_ > 1) {
       ++n_offered_;
       return true;
     }
@@ -122,9 +122,9 @@ bool PlanCore::next_decision() {
 
 int PlanCore::choose(int action) {
   if (job_ < 0) throw std::logic_error("choose() called with no decision pending");
-  if (action < 0 || static_cast<size_t>(action) >= options_.size())
+  if (action < 0 || static_cast<size_t>(action) >= n_options_)
     throw std::out_of_range("Action " + std::to_string(action) + " is illegal in this decision; legal actions are 0.." +
-                            std::to_string(options_.size() - 1));
+                            std::to_string(n_options_ - 1));
   // Copied: resolve() ends the decision, which clears the options.
   per_node_ = options_[static_cast<size_t>(action)].plan;
   const int n = static_cast<int>(per_node_.victims.size());
@@ -150,7 +150,7 @@ std::vector<int64_t> PlanCore::take_log() {
 
 void PlanCore::end() {
   job_ = -1;
-  options_.clear();
+  n_options_ = 0;  // the options' storage is kept for the next request
 }
 
 void PlanCore::resolve(const std::vector<int>& nodes, const std::vector<int>& victims) {
@@ -181,15 +181,22 @@ void PlanCore::begin(int job) {
   view_.gang = e.gang(job);
   view_.avail = e.avail().data();
   view_.capacity = e.capacity().data();
+  // The candidate lists are kept from one request to the next (moved to spare_ and back), not reallocated.
+  for (auto& entry : view_.candidates) spare_.push_back(std::move(entry.second));
   view_.candidates.clear();
   n_be_ = 0;
   for (int n = 0; n < n_nodes_; ++n) {
     const std::vector<int>& on = e.candidates_on(n);
     if (on.empty()) continue;
-    std::vector<int> ids(on.begin(), on.end());
+    std::vector<int>& ids = ids_;
+    ids.assign(on.begin(), on.end());
     std::sort(ids.begin(), ids.end());
     std::vector<Candidate> cands;
-    cands.reserve(ids.size());
+    if (!spare_.empty()) {
+      cands = std::move(spare_.back());
+      spare_.pop_back();
+      cands.clear();
+    }
     for (int c : ids) {
       const double* d = e.member(c);
       cands.push_back(Candidate{c, {d[0], d[1], d[2]}, e.gang(c), e.grace(c), e.run_start()[c]});
@@ -204,8 +211,13 @@ void PlanCore::begin(int job) {
     for (const Candidate& c : entry.second) seen_[c.idx] = 0;
 
   // Wait, then each rule's plan, then (a job of one node) the fewest victims of each node, in node order.
-  options_.emplace_back();
-  options_.back().sources = 1u;
+  if (options_.empty()) options_.emplace_back();
+  options_[0].plan.nodes.clear();
+  options_[0].plan.victims.clear();
+  options_[0].key_nodes.clear();
+  options_[0].key_victims.clear();
+  options_[0].sources = 1u;
+  n_options_ = 1;
   for (size_t r = 0; r < rules_.size(); ++r) add(rules_[r]->decide(view_), 1u << (1 + r));
   if (view_.gang == 1) {
     const uint32_t per_node = 1u << (1 + rules_.size());
@@ -216,9 +228,10 @@ void PlanCore::begin(int job) {
       if (covers(a, view_.member)) continue;
       // Options beyond max_plans are cut: once they are full, a node's plan matters only if it is already
       // among them (proposed by a rule on this node alone), where it adds its flag.
-      if (options_.size() >= static_cast<size_t>(max_plans_)) {
+      if (n_options_ >= static_cast<size_t>(max_plans_)) {
         bool listed = false;
-        for (const PlanChoice& o : options_) listed = listed || (o.key_nodes.size() == 1 && o.key_nodes[0] == n);
+        for (size_t i = 0; i < n_options_; ++i)
+          listed = listed || (options_[i].key_nodes.size() == 1 && options_[i].key_nodes[0] == n);
         if (!listed) continue;
       }
       double deficit[3];
@@ -227,23 +240,27 @@ void PlanCore::begin(int job) {
       if (fewest_victims(deficit, entry.second, per_node_.victims)) add(per_node_, per_node);
     }
   }
-  if (options_.size() > static_cast<size_t>(max_plans_)) options_.resize(static_cast<size_t>(max_plans_));
+  if (n_options_ > static_cast<size_t>(max_plans_)) n_options_ = static_cast<size_t>(max_plans_);
 }
 
 void PlanCore::add(const Plan& plan, uint32_t source) {
   // plans.plan_options.add: a plan listed already (as sets of nodes and victims) gains the source's flag.
-  PlanChoice fresh;
-  sorted_unique(plan.nodes, fresh.key_nodes);
-  sorted_unique(plan.victims, fresh.key_victims);
-  for (PlanChoice& o : options_) {
-    if (o.key_nodes == fresh.key_nodes && o.key_victims == fresh.key_victims) {
+  sorted_unique(plan.nodes, key_nodes_);
+  sorted_unique(plan.victims, key_victims_);
+  for (size_t i = 0; i < n_options_; ++i) {
+    PlanChoice& o = options_[i];
+    if (o.key_nodes == key_nodes_ && o.key_victims == key_victims_) {
       o.sources |= source;
       return;
     }
   }
-  fresh.plan = plan;
-  fresh.sources = source;
-  options_.push_back(std::move(fresh));
+  if (n_options_ == options_.size()) options_.emplace_back();
+  PlanChoice& slot = options_[n_options_++];
+  slot.plan.nodes.assign(plan.nodes.begin(), plan.nodes.end());
+  slot.plan.victims.assign(plan.victims.begin(), plan.victims.end());
+  slot.key_nodes.swap(key_nodes_);
+  slot.key_victims.swap(key_victims_);
+  slot.sources = source;
 }
 
 bool PlanCore::fewest_victims(const double deficit[3], const std::vector<Candidate>& cands, std::vector<int>& out) {
@@ -393,9 +410,9 @@ void PlanCore::greedy_starts(std::vector<double>& avail, const std::vector<int>&
                              int64_t started[2]) const {
   // scalefree._greedy_starts (jobs: the n_te TE rows' jobs, then the BE rows').
   started[0] = started[1] = 0;
-  std::vector<int> fitting;
-  std::vector<double> keys;
-  std::vector<int> order;
+  std::vector<int>& fitting = fitting_;
+  std::vector<double>& keys = keys_;
+  std::vector<int>& order = order_;
   for (size_t i = 0; i < jobs.size(); ++i) {
     const int j = jobs[i];
     const double* d = engine_->member(j);
@@ -404,7 +421,8 @@ void PlanCore::greedy_starts(std::vector<double>& avail, const std::vector<int>&
       if (covers(&avail[3 * static_cast<size_t>(n)], d)) fitting.push_back(n);
     const int k = engine_->gang(j);
     if (static_cast<int>(fitting.size()) < k) continue;
-    // fitting.sort(key=(gpus left, cpus left, memory left)): stable.
+    // fitting.sort(key=(gpus left, cpus left, memory left)): stable (an insertion sort: a few nodes, and no
+    // allocation as std::stable_sort's buffer).
     keys.resize(3 * fitting.size());
     for (size_t f = 0; f < fitting.size(); ++f) {
       const double* a = &avail[3 * static_cast<size_t>(fitting[f])];
@@ -413,8 +431,15 @@ void PlanCore::greedy_starts(std::vector<double>& avail, const std::vector<int>&
       keys[3 * f + 2] = a[2] - d[2];
     }
     order.resize(fitting.size());
-    for (size_t f = 0; f < order.size(); ++f) order[f] = static_cast<int>(f);
-    std::stable_sort(order.begin(), order.end(), [&keys](int a, int b) { return less3(&keys[3 * a], &keys[3 * b]); });
+    for (size_t f = 0; f < order.size(); ++f) {
+      const int x = static_cast<int>(f);
+      size_t p = f;
+      while (p > 0 && less3(&keys[3 * static_cast<size_t>(x)], &keys[3 * static_cast<size_t>(order[p - 1])])) {
+        order[p] = order[p - 1];
+        --p;
+      }
+      order[p] = x;
+    }
     for (int p = 0; p < k; ++p) {
       double* a = &avail[3 * static_cast<size_t>(fitting[order[p]])];
       a[0] -= d[0];
@@ -427,7 +452,7 @@ void PlanCore::greedy_starts(std::vector<double>& avail, const std::vector<int>&
 
 void PlanCore::mask(bool* out) const {
   // With no decision pending, 0 alone (DecisionBackend.step takes action 0 to end an episode).
-  for (int i = 0; i < max_plans_; ++i) out[i] = i == 0 || static_cast<size_t>(i) < options_.size();
+  for (int i = 0; i < max_plans_; ++i) out[i] = i == 0 || static_cast<size_t>(i) < n_options_;
 }
 
 void PlanCore::observe(float* out) const {
@@ -476,7 +501,7 @@ void PlanCore::observe(float* out) const {
   *o++ = clip01(te / (te + be));
 
   // ---------------------------------------------------------------- ScaleFreeObserver.queue
-  std::vector<int> jobs;
+  std::vector<int>& jobs = queue_;
   size_t n_te = 0;
   queue_jobs(jobs, n_te);
   const double cap_p = static_cast<double>(std::max<int64_t>(e.max_preemptions(), 1));
@@ -511,10 +536,13 @@ void PlanCore::observe(float* out) const {
   // ---------------------------------------------------------------- ScaleFreeObserver.plan_row, per option
   const std::vector<double>& run_start = e.run_start();
   const int64_t max_p = e.max_preemptions();
-  std::vector<double> av, sums;
-  std::vector<uint8_t> touched(static_cast<size_t>(n_nodes_));
+  std::vector<double>& av = avail_after_;
+  std::vector<double>& sums = sums_;
+  std::vector<uint8_t>& touched = touched_;
+  touched.resize(static_cast<size_t>(n_nodes_));
   const uint32_t per_node_bit = 1u << (1 + rules_.size());
-  for (const PlanChoice& opt : options_) {
+  for (size_t i_opt = 0; i_opt < n_options_; ++i_opt) {
+    const PlanChoice& opt = options_[i_opt];
     const std::vector<int>& victims = opt.plan.victims;
     const std::vector<int>& nodes = opt.plan.nodes;
     av.assign(avail.begin(), avail.end());

@@ -92,7 +92,8 @@ class PlanCore {
   int row_width() const { return PLAN_ROW_BASE + n_rules(); }
   int observation_size() const { return PLAN_HEAD + 2 * queue_rows_ * PLAN_QUEUE + max_plans_ * row_width(); }
   int64_t n_offered() const { return n_offered_; }
-  const std::vector<PlanChoice>& options() const { return options_; }
+  size_t n_options() const { return n_options_; }  // wait included; 0 with no decision pending
+  const PlanChoice& option(size_t i) const { return options_[i]; }
   // PlanDecision.observe into out[observation_size()] (all zeros with no decision pending).
   void observe(float* out) const;
   // PlanDecision.mask into out[max_plans] (0 alone with no decision pending).
@@ -128,13 +129,18 @@ class PlanCore {
   int job_ = -1;
   RequestView view_;
   int64_t n_be_ = 0;  // distinct candidate jobs
-  std::vector<PlanChoice> options_;
+  std::vector<PlanChoice> options_;  // the first n_options_ are the decision's (the rest: storage kept)
+  size_t n_options_ = 0;
   std::vector<int64_t> log_;
   int64_t n_offered_ = 0;
 
-  // Scratch space.
+  // Scratch space (observe()'s is mutable: the binding holds the engine's lock around every call).
   std::vector<uint8_t> seen_;
-  std::vector<int> subset_, best_;
+  std::vector<int> subset_, best_, ids_, key_nodes_, key_victims_;
+  std::vector<std::vector<Candidate>> spare_;
+  mutable std::vector<int> queue_, fitting_, order_;
+  mutable std::vector<double> keys_, avail_after_, sums_;
+  mutable std::vector<uint8_t> touched_;
   std::vector<int64_t> nodes64_, victims64_;
   Plan per_node_;
 };
