@@ -42,7 +42,7 @@ from schedgym.decision.backend import (
 from schedgym.decision.plan_mode import PlanDecision
 from schedgym.envs import EnvConfig, PreemptionEnv
 from schedgym.errors import IllegalDecisionError
-from schedgym.sim import JobClass, JobSpec, SimConfig
+from schedgym.sim import JobSpec, SimConfig
 from schedgym.sim import native_engine as native_engine_module
 from schedgym.sim.cluster import ClusterSpec, resolve_cluster
 from schedgym.sim.job import JobTable
@@ -128,7 +128,12 @@ def assert_same_backends(ref: DecisionBackend, fast: DecisionBackend, where: str
     assert isinstance(ref, PythonBackend)
     same_bits(ref.observe(), fast.observe(), where)
     assert np.array_equal(ref.mask(), fast.mask()), where
-    assert (ref.job, ref.n_rows, ref.n_decisions, ref.n_steps) == (fast.job, fast.n_rows, fast.n_decisions, fast.n_steps)
+    assert (ref.job, ref.n_rows, ref.n_decisions, ref.n_steps) == (
+        fast.job,
+        fast.n_rows,
+        fast.n_decisions,
+        fast.n_steps,
+    )
     assert options_of(ref) == options_of(fast), where
     assert ref.sim.now == fast.sim.now and ref.sim.n_preemptions == fast.sim.n_preemptions, where
 

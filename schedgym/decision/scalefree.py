@@ -72,7 +72,7 @@ def _fast_prefix_lower_medians() -> Callable[[np.ndarray], np.ndarray]:
     two heaps, tests/test_native_plan_core.py), else in Python. An environment's reset computes them for every
     episode's workload."""
     try:
-        from schedgym.sim import _engine  # type: ignore[attr-defined]
+        from schedgym.sim import _engine
     except ImportError:  # pragma: no cover - the native engine is not built
         return prefix_lower_medians
     native: Callable[[np.ndarray], np.ndarray] | None = getattr(_engine, "prefix_lower_medians", None)

@@ -682,7 +682,8 @@ class PlanNativeSimulator(StepwiseNativeSimulator):
 
         assert self._core_args is not None
         # Python's sum() of floats is compensated from 3.12 on; the core sums as the Python running it does.
-        return _engine.PlanCore(self._engine, *self._core_args, COMPENSATED_SUM)
+        plan_core: Any = _engine.PlanCore  # (its arguments are the stored ones: the stub cannot check a tuple of them)
+        return plan_core(self._engine, *self._core_args, COMPENSATED_SUM)
 
     def _progress(self) -> Any:
         return None
