@@ -148,11 +148,14 @@ def main() -> None:
         "| decisions/s, all together | native stepping | resets | drawing actions | the rest |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for num_envs, n_threads in ((1, 1), (16, 1), (16, None), (32, None), (64, None)):
-        r = run_vector("schedgym/Preemption-v1", num_envs, args.seconds, args.seed, n_threads)
+    vector_cases = [("schedgym/Preemption-v1", n, t) for n, t in ((1, 1), (16, 1), (16, None), (32, None), (64, None))]
+    # The plan mode's sub-environments are stepped one by one (PythonBatch), each deciding in C++ (PlanCore).
+    vector_cases += [("schedgym/PreemptionPlan-v1", n, None) for n in (1, 16)]
+    for env_id, num_envs, n_threads in vector_cases:
+        r = run_vector(env_id, num_envs, args.seconds, args.seed, n_threads)
         rest = 1 - r["share_native"] - r["share_reset"] - r["share_actions"]
         print(
-            f"| schedgym/Preemption-v1 | {num_envs} | {r['threads']} | {r['steps_per_s']:,.0f} "
+            f"| {env_id} | {num_envs} | {r['threads']} | {r['steps_per_s']:,.0f} "
             f"| {100 * r['share_native']:.0f}% | {100 * r['share_reset']:.0f}% | {100 * r['share_actions']:.0f}% "
             f"| {100 * rest:.0f}% |"
         )
