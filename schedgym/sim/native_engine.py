@@ -27,7 +27,7 @@ from schedgym.sim.metrics import RunResult, SegmentTable
 from schedgym.sim.policy import Policy, PreemptionPlan, PreemptionPolicy, PreemptionRequest, QueueDiscipline
 from schedgym.sim.simulator import SimConfig, Simulator
 
-ENGINE_VERSION = 5
+ENGINE_VERSION = 6
 """The version of the compiled engine this wrapper expects (``schedgym.sim._engine.ENGINE_VERSION``)."""
 COMPENSATED_SUM = sys.version_info >= (3, 12)
 """Whether Python's ``sum()`` of floats is compensated (from 3.12 on): the plan core's sums follow it."""
@@ -397,7 +397,8 @@ class NativeSimulator(Simulator):
         return frozenset(self._engine.running_on(node))
 
     def _queued(self, limit: int) -> tuple[list[Job], list[Job]]:
-        te, be = self._engine.queued(limit)
+        # No class has more jobs than the workload (and a larger int would not fit the binding's int64).
+        te, be = self._engine.queued(min(limit, len(self._specs)))
         jobs = self._jobs
         if te or be:
             self._sync([*te, *be])  # bring just those records up to date
