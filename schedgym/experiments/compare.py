@@ -26,7 +26,7 @@ from schedgym.sim.simulator import SimConfig
 from schedgym.workloads.distribution import MIX as MIX_DISTRIBUTION
 from schedgym.workloads.distribution import draw_level, level_seed
 from schedgym.workloads.source import WorkloadSource
-from schedgym.workloads.synthetic import PRESETS, preset
+from schedgym.workloads.synthetic import PRESETS, check_overrides, preset
 from schedgym.workloads.trace import Workload
 
 CLASS_FIELDS = ("slowdown_p50", "slowdown_p95", "slowdown_p99", "slowdown_mean", "wait_mean")
@@ -80,8 +80,10 @@ class CompareConfig:
     """offered GPU load of a synthetic workload (None: the preset's)"""
     sim: SimConfig = field(default_factory=SimConfig)
     """simulator rules; its ``queue`` is replaced by each policy's own"""
-    te_duration_scale: float = 1.0
-    """a factor on a synthetic workload's TE durations (:class:`~schedgym.workloads.source.WorkloadSource`)"""
+    synthetic: tuple[tuple[str, Any], ...] = ()
+    """other fields of a synthetic workload's preset replaced, ``(field, value)`` pairs of
+    :class:`~schedgym.workloads.synthetic.SyntheticConfig` (a mapping is taken too; ``n_jobs`` and ``load`` are
+    the fields above); checked with the workload (:class:`~schedgym.workloads.source.WorkloadSource`)"""
 
     def __post_init__(self) -> None:
         if not self.policies:
@@ -123,7 +125,8 @@ class CompareConfig:
             )
         if self.trace is None and self.workload is None:
             raise ConfigError("Expected a workload name or a trace path")
-        source = self.source  # checks the workload name, n_jobs and load
+        object.__setattr__(self, "synthetic", check_overrides(self.synthetic))  # hashable, whatever was given
+        source = self.source  # checks the workload name, n_jobs, load and the synthetic overrides
         if source.kind == "mix":
             if self.cluster is not None:
                 raise ConfigError("--cluster does not apply to 'mix': each level draws its own cluster")
@@ -156,7 +159,7 @@ class CompareConfig:
             trace=self.trace,
             n_jobs=self.n_jobs,
             load=self.load,
-            te_duration_scale=self.te_duration_scale,
+            synthetic=self.synthetic,
         )
 
     @property
@@ -379,8 +382,9 @@ def run_comparison(
     name = workloads[0].name if source.kind == "file" else source.name
     if config.load is not None:
         name = f"{name} (load {config.load:g})"
-    if config.te_duration_scale != 1.0:
-        name = f"{name} (TE durations x{config.te_duration_scale:g})"
+    if config.synthetic:
+        changed = (f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in config.synthetic)
+        name = f"{name} ({', '.join(changed)})"
     if source.kind == "mix":  # each seed ran on its level's cluster: the result names none of them
         cluster = ClusterSpec(cluster.nodes, name="mix (each level its own)")
     return ComparisonResult(config, cluster, name, runs, wall, workloads_vary=source.varies)

@@ -24,7 +24,7 @@ from typing import Any
 from schedgym._atomic import atomic_open
 from schedgym.errors import ConfigError
 from schedgym.experiments import stats
-from schedgym.experiments.compare import CompareConfig, ComparisonResult, dominance, run_comparison
+from schedgym.experiments.compare import CompareConfig, dominance, run_comparison
 from schedgym.experiments.executors import ExecutorConfig
 from schedgym.experiments.figures import objective
 from schedgym.experiments.report import json_ready
@@ -48,7 +48,8 @@ class SuiteEntry:
     cluster: str | None = None
     n_jobs: int | None = None
     load: float | None = None
-    te_duration_scale: float = 1.0
+    synthetic: tuple[tuple[str, Any], ...] = ()
+    """fields of the synthetic preset replaced (:attr:`CompareConfig.synthetic`)"""
 
     def config(self, policies: Sequence[str], seeds: int, sim: SimConfig, max_jobs: int | None = None) -> CompareConfig:
         """The comparison of ``policies`` on this workload: ``seeds`` seeds, or fewer where a bundled trace has
@@ -66,7 +67,7 @@ class SuiteEntry:
             n_jobs=n_jobs,
             load=self.load,
             sim=sim,
-            te_duration_scale=self.te_duration_scale,
+            synthetic=self.synthetic,
         )
 
 
@@ -79,7 +80,12 @@ SUITES: dict[str, tuple[SuiteEntry, ...]] = {
         SuiteEntry("paper 4 nodes", "a small cluster (4 x 8 GPUs): few nodes to choose from", cluster="small"),
         SuiteEntry("paper 64 nodes", "a large cluster (64 x 8 GPUs), arrivals scaled with it", cluster="large"),
         SuiteEntry("paper 20,000 jobs", "workloads four times as long: delays that surface late", n_jobs=20_000),
-        SuiteEntry("paper TE x3", "TE jobs three times as long (the load kept)", te_duration_scale=3.0),
+        SuiteEntry(
+            "paper TE x3",
+            "TE jobs three times as long (the load kept, so fewer arrivals)",
+            # paper's TE durations (median 900 s, clipped to [60, 3600] s) times 3
+            synthetic=(("te_duration_median", 2700.0), ("te_duration_min", 180.0), ("te_duration_max", 10800.0)),
+        ),
         SuiteEntry("philly", "Philly's test windows on its own cluster", workload="philly"),
         SuiteEntry(
             "alibaba contended",
@@ -108,18 +114,19 @@ class SuiteRow:
 
 @dataclass
 class SuiteResult:
-    """A suite's comparisons, one per entry, in order, and their wall time in seconds."""
+    """A suite's comparisons, one per entry, in order (each :meth:`ComparisonResult.summary`, per seed
+    included: a suite keeps no per-job results), and their wall time in seconds."""
 
     name: str
     entries: tuple[SuiteEntry, ...]
-    comparisons: list[ComparisonResult]
+    comparisons: list[dict[str, Any]]
     wall_time: float
 
     def rows(self) -> list[SuiteRow]:
         """Every (workload, policy), workloads in the suite's order, policies in the command's."""
         out = []
-        for entry, result in zip(self.entries, self.comparisons, strict=True):
-            summary = result.summary()["policies"]
+        for entry, comparison in zip(self.entries, self.comparisons, strict=True):
+            summary = comparison["policies"]
             per_policy = {name: [objective(s) for s in e["per_seed"]] for name, e in summary.items()}
             for name, e in summary.items():
                 values = per_policy[name]
@@ -150,7 +157,7 @@ class SuiteResult:
             "suite": self.name,
             "wall_time_s": self.wall_time,
             "entries": [
-                {"name": e.name, "what": e.what, "comparison": c.summary()}
+                {"name": e.name, "what": e.what, "comparison": c}
                 for e, c in zip(self.entries, self.comparisons, strict=True)
             ],
             "rows": [
@@ -203,11 +210,14 @@ def run_suite(
     clock = clock if clock is not None else time.perf_counter
     configs = suite_configs(name, policies, seeds=seeds, sim=sim, max_jobs=max_jobs)
     start = clock()
-    results = [run_comparison(c, executor=executor, progress=progress) for c in configs]
+    # Each comparison is summarised as it ends, so that only one holds its runs' per-job results at a time.
+    results = [run_comparison(c, executor=executor, progress=progress).summary() for c in configs]
     entries = suite_entries(name)
     if max_jobs is not None:  # the rows say what ran
         entries = tuple(
-            replace(e, name=f"{e.name} ({c.n_jobs:,} jobs)") if c.n_jobs is not None and c.n_jobs != e.n_jobs else e
+            replace(e, name=f"{e.name} (capped at {c.n_jobs:,} jobs)")
+            if c.n_jobs is not None and c.n_jobs != e.n_jobs
+            else e
             for e, c in zip(entries, configs, strict=True)
         )
     return SuiteResult(name, entries, results, clock() - start)
