@@ -9,6 +9,7 @@ Statistics live in :mod:`schedgym.experiments.stats`, the table and files in
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -266,6 +267,20 @@ class ComparisonResult:
         return out
 
 
+class SummarisedRun:
+    """A finished run reduced to its summary, for grids that keep no per-job results (sweep, suite);
+    :class:`ComparisonResult` reads it as it reads a :class:`RunResult` (through ``summary()``, a fresh copy
+    each time, as RunResult gives)."""
+
+    __slots__ = ("_summary",)
+
+    def __init__(self, result: RunResult):
+        self._summary = result.summary()
+
+    def summary(self) -> dict:
+        return copy.deepcopy(self._summary)
+
+
 def _ratio(a: float, b: float) -> float:
     return a / b if b else float("nan")
 
@@ -410,6 +425,7 @@ __all__ = [
     "CompareConfig",
     "ComparisonResult",
     "ExecutorConfig",
+    "SummarisedRun",
     "progress_bar",
     "run_comparison",
 ]

@@ -15,6 +15,7 @@ trace's test windows, as many as it has up to the seed count).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -24,10 +25,17 @@ from typing import Any
 from schedgym._atomic import atomic_open
 from schedgym.errors import ConfigError
 from schedgym.experiments import stats
-from schedgym.experiments.compare import CompareConfig, dominance, run_comparison
-from schedgym.experiments.executors import ExecutorConfig
+from schedgym.experiments.compare import (
+    CompareConfig,
+    ComparisonResult,
+    SummarisedRun,
+    dominance,
+    progress_bar,
+)
+from schedgym.experiments.executors import ExecutorConfig, RunSetting, RunTask, execute, grid_context
 from schedgym.experiments.figures import objective
 from schedgym.experiments.report import json_ready
+from schedgym.sim.cluster import resolve_cluster
 from schedgym.sim.simulator import SimConfig
 from schedgym.workloads.source import WorkloadSource
 from schedgym.workloads.synthetic import preset
@@ -192,6 +200,19 @@ def suite_configs(
     return [e.config(policies, seeds, sim, max_jobs) for e in suite_entries(name)]
 
 
+def suite_tasks(configs: Sequence[CompareConfig]) -> list[RunTask]:
+    """Every (workload, seed, policy) run of a suite, workload-major, then seed-major as in a comparison;
+    :attr:`RunTask.setting` is the workload's place in the suite. Each workload has its own seeds (a trace
+    has as many windows as it has), which :func:`~schedgym.experiments.executors.make_tasks` (one seed list
+    for every setting) cannot express."""
+    tasks: list[RunTask] = []
+    for k, config in enumerate(configs):
+        for seed_index, seed in enumerate(config.seed_list):
+            for label, spec in zip(config.labels, config.policies, strict=True):
+                tasks.append(RunTask(len(tasks), label, spec, seed_index, seed, k))
+    return tasks
+
+
 def run_suite(
     name: str,
     policies: Sequence[str],
@@ -204,14 +225,43 @@ def run_suite(
     clock: Callable[[], float] | None = None,
 ) -> SuiteResult:
     """Run suite ``name``: ``schedgym compare`` of ``policies`` on each workload (see :func:`suite_configs`).
-    The executor changes the time taken, never the results."""
+    Every (workload, seed, policy) run is one task of one grid (:func:`suite_tasks`), so a parallel executor
+    starts once and keeps its workers busy across workloads; it changes the time taken, never the results.
+    ``progress``: None shows a bar on a terminal only."""
     import time
 
+    if isinstance(executor, str):
+        executor = ExecutorConfig(kind=executor)
     clock = clock if clock is not None else time.perf_counter
     configs = suite_configs(name, policies, seeds=seeds, sim=sim, max_jobs=max_jobs)
     start = clock()
-    # Each comparison is summarised as it ends, so that only one holds its runs' per-job results at a time.
-    results = [run_comparison(c, executor=executor, progress=progress).summary() for c in configs]
+    clusters = [resolve_cluster(c.cluster if c.cluster is not None else c.source.default_cluster) for c in configs]
+    tasks = suite_tasks(configs)
+    context = grid_context(configs[0].policies, [RunSetting(c, cl) for c, cl in zip(configs, clusters, strict=True)])
+    kept: list[SummarisedRun | None] = [None] * len(tasks)
+    wall = [dict.fromkeys(c.labels, 0.0) for c in configs]
+    bar = progress_bar(len(tasks), progress)
+    try:
+        with contextlib.closing(execute(executor, context, tasks)) as finished:
+            for outcome in finished:
+                task = outcome.task
+                kept[task.index] = SummarisedRun(outcome.result)  # no per-job results are kept
+                wall[task.setting][task.label] += outcome.wall_time
+                if bar is not None:
+                    bar.set_postfix_str(f"{configs[task.setting].source.name} seed {task.seed} {task.label}")
+                    bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    summaries = []
+    for k, (config, cluster) in enumerate(zip(configs, clusters, strict=True)):
+        runs: dict[str, list[Any]] = {label: [] for label in config.labels}
+        for task in tasks:  # in task order: each policy's list in seed order
+            if task.setting == k:
+                runs[task.label].append(kept[task.index])
+        source = config.source
+        comparison = ComparisonResult(config, cluster, source.name, runs, wall[k], source.varies)
+        summaries.append(comparison.summary())
     entries = suite_entries(name)
     if max_jobs is not None:  # the rows say what ran
         entries = tuple(
@@ -220,7 +270,7 @@ def run_suite(
             else e
             for e, c in zip(entries, configs, strict=True)
         )
-    return SuiteResult(name, entries, results, clock() - start)
+    return SuiteResult(name, entries, summaries, clock() - start)
 
 
 def write_markdown(path: str, result: SuiteResult) -> None:
@@ -308,4 +358,5 @@ __all__ = [
     "write_plot",
     "suite_configs",
     "suite_entries",
+    "suite_tasks",
 ]

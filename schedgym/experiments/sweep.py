@@ -46,6 +46,7 @@ from schedgym.experiments.compare import (
     VERDICT_REFERENCES,
     CompareConfig,
     ComparisonResult,
+    SummarisedRun,
     check_runs,
     dominance,
     progress_bar,
@@ -269,19 +270,6 @@ def _sentence(exc: Exception) -> str:
 
 
 # --------------------------------------------------------------------------------------------- running
-class _Summarised:
-    """A finished run reduced to what a sweep keeps, its summary; :class:`ComparisonResult` reads it as it
-    reads a :class:`RunResult` (through ``summary()``, a fresh copy each time, as RunResult gives)."""
-
-    __slots__ = ("_summary",)
-
-    def __init__(self, result: RunResult):
-        self._summary = result.summary()
-
-    def summary(self) -> dict:
-        return copy.deepcopy(self._summary)
-
-
 @dataclass
 class SweepResult:
     """Every setting's :class:`ComparisonResult` (in the order of :attr:`SweepConfig.settings`)."""
@@ -351,7 +339,7 @@ def run_sweep(
     seeds = config.base.seed_list
     tasks = make_tasks(config.base.policies, labels, seeds, len(run_settings))
     context = grid_context(config.base.policies, run_settings)
-    kept: list[_Summarised | None] = [None] * len(tasks)
+    kept: list[SummarisedRun | None] = [None] * len(tasks)
     wall = [dict.fromkeys(labels, 0.0) for _ in settings]
     bar = progress_bar(len(tasks), progress)
     try:
@@ -380,9 +368,9 @@ def run_sweep(
     return SweepResult(config, comparisons)
 
 
-def _keep(outcome: RunOutcome, kept: list[_Summarised | None], wall: list[dict[str, float]]) -> None:
+def _keep(outcome: RunOutcome, kept: list[SummarisedRun | None], wall: list[dict[str, float]]) -> None:
     task = outcome.task
-    kept[task.index] = _Summarised(outcome.result)
+    kept[task.index] = SummarisedRun(outcome.result)
     wall[task.setting][task.label] += outcome.wall_time
 
 

@@ -531,7 +531,7 @@ def check_overrides(overrides: Any) -> tuple[tuple[str, Any], ...]:
     items = list(overrides.items()) if isinstance(overrides, Mapping) else overrides
     if isinstance(items, (str, bytes)) or not isinstance(items, (tuple, list)):
         raise ConfigError(f"Expected synthetic overrides as (field, value) pairs or a mapping, got {overrides!r}")
-    out = []
+    out: list[tuple[str, Any]] = []
     for item in items:
         if not isinstance(item, (tuple, list)) or len(item) != 2 or not isinstance(item[0], str):
             raise ConfigError(f"Expected a (field, value) pair of synthetic overrides, got {item!r}")
