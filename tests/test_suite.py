@@ -255,6 +255,7 @@ def test_cli_writes_the_table_markdown_json_and_plot(cli_outputs, tiny, capsys):
         (["--suite", "shifts", "--cluster", "large"], "--cluster does not apply to --suite"),
         (["--suite", "shifts", "--load", "0.9"], "--load does not apply to --suite"),
         (["--suite", "shifts", "--first-seed", "3"], "--first-seed does not apply to --suite"),
+        (["--suite", "shifts", "--split", "validation"], "--split does not apply to --suite"),
         (["--suite", "shifts", "--trace", "x.csv"], "--trace does not apply to --suite"),
         (["--suite", "shifts", "--csv", "x.csv"], "--csv does not apply to --suite"),
         (["--suite", "shifts", "--log-dir", "logs"], "--log-dir does not apply to --suite"),
