@@ -110,6 +110,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cmp.add_argument("--log-dir", metavar="DIR", help="write jobs.csv and segments.csv per policy and seed")
     cmp.add_argument(
+        "--split",
+        choices=("test", "validation"),
+        default="test",
+        help="which evaluation workloads the seeds are: test (default; report results on these) or validation "
+        "(model selection: synthetic seeds 100,000 + i, a bundled trace's validation windows, mix levels "
+        "100,000 + i; docs/workloads.md)",
+    )
+    cmp.add_argument(
         "--suite",
         metavar="NAME",
         default=None,
@@ -470,6 +478,7 @@ def _compare_config(args: argparse.Namespace):  # noqa: ANN202
         first_seed=args.first_seed,
         n_jobs=args.jobs,
         load=args.load,
+        split=getattr(args, "split", "test"),  # compare's option; sweep evaluates on the test split
         sim=SimConfig(
             backfill=not args.no_backfill,
             placement=args.placement,
@@ -509,6 +518,7 @@ _NOT_WITH_SUITE = {
     "--cluster": "cluster",
     "--load": "load",
     "--first-seed": "first_seed",
+    "--split": "split",
     "--csv": "csv",
     "--log-dir": "log_dir",
 }

@@ -219,7 +219,7 @@ def test_load_scales_the_arrival_rate_only():
 
 def test_workload_source_and_env_config_take_load():
     source = WorkloadSource("paper", n_jobs=300, load=0.5)
-    assert source._synthetic_config().load == 0.5
+    assert source.synthetic_config().load == 0.5
     assert EnvConfig(workload="realistic", load=1.3).source.load == 1.3
     for bad in (0, 10, -1.0, float("nan"), True, "1"):
         with pytest.raises(ConfigError, match="0 < load < 10"):

@@ -9,6 +9,7 @@ Statistics live in :mod:`schedgym.experiments.stats`, the table and files in
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -26,12 +27,14 @@ from schedgym.sim.simulator import SimConfig
 from schedgym.workloads.distribution import MIX as MIX_DISTRIBUTION
 from schedgym.workloads.distribution import draw_level, level_seed
 from schedgym.workloads.source import WorkloadSource
-from schedgym.workloads.synthetic import PRESETS, preset
+from schedgym.workloads.synthetic import PRESETS, check_overrides, preset
 from schedgym.workloads.trace import Workload
 
 CLASS_FIELDS = ("slowdown_p50", "slowdown_p95", "slowdown_p99", "slowdown_mean", "wait_mean")
 TOP_FIELDS = ("preemptions", "requests", "gpu_utilization")  # requests: preemption requests answered
 PAIRED_REFERENCES = ("fitgpp", "k8s", "fifo")
+EVALUATION_SPLITS = ("test", "validation")
+"""the splits compare evaluates on (the training split is the environment's)"""
 VERDICT_REFERENCES = ("fitgpp", "k8s")
 """the preemptive rules every policy is judged against, each taken alone"""
 
@@ -80,10 +83,19 @@ class CompareConfig:
     """offered GPU load of a synthetic workload (None: the preset's)"""
     sim: SimConfig = field(default_factory=SimConfig)
     """simulator rules; its ``queue`` is replaced by each policy's own"""
-    te_duration_scale: float = 1.0
-    """a factor on a synthetic workload's TE durations (:class:`~schedgym.workloads.source.WorkloadSource`)"""
+    synthetic: tuple[tuple[str, Any], ...] = ()
+    """other fields of a synthetic workload's preset replaced, ``(field, value)`` pairs of
+    :class:`~schedgym.workloads.synthetic.SyntheticConfig` (a mapping is taken too; ``n_jobs`` and ``load`` are
+    the fields above); checked with the workload (:class:`~schedgym.workloads.source.WorkloadSource`)"""
+
+    split: str = "test"
+    """which evaluation workloads seed ``i`` is: ``test`` (the default, what results are reported on) or
+    ``validation`` (for model selection: synthetic seed 100,000 + ``i``, a bundled trace's validation window
+    ``i``, ``mix`` level 100,000 + ``i``; docs/workloads.md)"""
 
     def __post_init__(self) -> None:
+        if self.split not in EVALUATION_SPLITS:
+            raise ConfigError(f"Expected split in {list(EVALUATION_SPLITS)}, got {self.split!r}")
         if not self.policies:
             raise ConfigError("Expected at least one policy, got none")
         labels = [check_spec(p) for p in self.policies]  # unknown names fail now, not after the simulation
@@ -99,7 +111,7 @@ class CompareConfig:
                 f"{self.trace or self.workload!r} is a trace"
             )
         if self.seeds == 0 and not isinstance(self.seeds, bool):
-            available_windows = self.source.n_evaluation("test") if self.trace is None and self.workload else None
+            available_windows = self.source.n_evaluation(self.split) if self.trace is None and self.workload else None
             default = 20 if available_windows is None else max(0, min(20, available_windows - self.first_seed))
             object.__setattr__(self, "seeds", default)
         for name in ("seeds", "first_seed"):
@@ -123,13 +135,16 @@ class CompareConfig:
             )
         if self.trace is None and self.workload is None:
             raise ConfigError("Expected a workload name or a trace path")
-        source = self.source  # checks the workload name, n_jobs and load
+        if self.trace is not None and self.split != "test":
+            raise ConfigError(f"--split {self.split} applies to named workloads; a trace file is replayed whole")
+        object.__setattr__(self, "synthetic", check_overrides(self.synthetic))  # hashable, whatever was given
+        source = self.source  # checks the workload name, n_jobs, load and the synthetic overrides
         if source.kind == "mix":
             if self.cluster is not None:
                 raise ConfigError("--cluster does not apply to 'mix': each level draws its own cluster")
             if self.n_jobs is not None:
                 raise ConfigError("--jobs does not apply to 'mix': each level draws its own n_jobs")
-            level_seed("test", self.first_seed + self.seeds - 1)  # test levels only: 0..99,999
+            level_seed(self.split, self.first_seed + self.seeds - 1)  # within the split's levels
             check_total_jobs(self.seeds, MIX_DISTRIBUTION.n_jobs[1], len(self.policies))
         if self.n_jobs is not None and source.kind != "synthetic":
             raise ConfigError(
@@ -142,10 +157,10 @@ class CompareConfig:
                 self.n_jobs if self.n_jobs is not None else preset(source.name).n_jobs,
                 len(self.policies),
             )
-        available = source.n_evaluation("test")
+        available = source.n_evaluation(self.split)
         if available is not None and self.first_seed + self.seeds > available:
             raise ConfigError(
-                f"Workload {self.workload!r} has {available} test windows; "
+                f"Workload {self.workload!r} has {available} {self.split} windows; "
                 f"--first-seed {self.first_seed} --seeds {self.seeds} asks for more"
             )
 
@@ -156,7 +171,7 @@ class CompareConfig:
             trace=self.trace,
             n_jobs=self.n_jobs,
             load=self.load,
-            te_duration_scale=self.te_duration_scale,
+            synthetic=self.synthetic,
         )
 
     @property
@@ -263,6 +278,20 @@ class ComparisonResult:
         return out
 
 
+class SummarisedRun:
+    """A finished run reduced to its summary, for grids that keep no per-job results (sweep, suite);
+    :class:`ComparisonResult` reads it as it reads a :class:`RunResult` (through ``summary()``, a fresh copy
+    each time, as RunResult gives)."""
+
+    __slots__ = ("_summary",)
+
+    def __init__(self, result: RunResult):
+        self._summary = result.summary()
+
+    def summary(self) -> dict:
+        return copy.deepcopy(self._summary)
+
+
 def _ratio(a: float, b: float) -> float:
     return a / b if b else float("nan")
 
@@ -318,17 +347,25 @@ class SeedWorkloads(Sequence[Workload]):
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
         seed = self.seeds[index]  # raises IndexError as a list does
-        if self._file is not None:
+        split = self.config.split
+        if self._file is not None and split == "test":
             return self._file
         if self.source.kind == "mix":
-            return self.source.mix_level(level_seed("test", seed))[1]
-        return self.source.evaluation("test", seed, self.cluster)
+            return self.source.mix_level(level_seed(split, seed))[1]
+        return self.source.evaluation(split, seed, self.cluster, count=self.seeds[-1] + 1)
 
     def cluster_at(self, index: int) -> ClusterSpec:
         """The cluster seed ``index``'s workload runs on: a ``mix`` level's own, else the comparison's."""
         if self.source.kind == "mix":
-            return draw_level(MIX_DISTRIBUTION, level_seed("test", self.seeds[index])).cluster
+            return draw_level(MIX_DISTRIBUTION, level_seed(self.config.split, self.seeds[index])).cluster
         return self.cluster
+
+    def estimate_noise_at(self, index: int) -> float | None:
+        """The duration-estimate noise of seed ``index``'s workload: a ``mix`` level's own (the environment
+        uses it on that level), else None (each policy's own)."""
+        if self.source.kind == "mix":
+            return draw_level(MIX_DISTRIBUTION, level_seed(self.config.split, self.seeds[index])).estimate_noise
+        return None
 
 
 def load_workloads(config: CompareConfig, cluster: ClusterSpec) -> SeedWorkloads:
@@ -379,8 +416,11 @@ def run_comparison(
     name = workloads[0].name if source.kind == "file" else source.name
     if config.load is not None:
         name = f"{name} (load {config.load:g})"
-    if config.te_duration_scale != 1.0:
-        name = f"{name} (TE durations x{config.te_duration_scale:g})"
+    if config.split != "test":
+        name = f"{name} ({config.split})"
+    if config.synthetic:
+        changed = (f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in config.synthetic)
+        name = f"{name} ({', '.join(changed)})"
     if source.kind == "mix":  # each seed ran on its level's cluster: the result names none of them
         cluster = ClusterSpec(cluster.nodes, name="mix (each level its own)")
     return ComparisonResult(config, cluster, name, runs, wall, workloads_vary=source.varies)
@@ -406,6 +446,7 @@ __all__ = [
     "CompareConfig",
     "ComparisonResult",
     "ExecutorConfig",
+    "SummarisedRun",
     "progress_bar",
     "run_comparison",
 ]

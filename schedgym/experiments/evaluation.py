@@ -51,24 +51,35 @@ def evaluate_policy(
     sim: SimConfig | None = None,
     *,
     env: EnvConfig | None = None,
+    estimate_noise: float | None = None,
 ) -> list[RunEvaluation]:
     """Run ``policy`` on each of ``workloads`` on ``cluster``, workload ``i`` with seed ``seeds[i]`` (default
     ``i``), under the simulator's rules ``sim`` (its queue replaced by the policy's own); the policy is reset
-    before every run. ``env``: also give each run's return under that environment configuration."""
+    before every run. ``env``: also give each run's return under that environment configuration.
+    ``estimate_noise``: the workloads' own duration-estimate noise (a ``mix`` level's, which the environment
+    uses on that level), given for these runs to a policy that builds noisy estimates (one with an
+    ``estimate_noise`` attribute: a learned agent) and restored afterwards; None: the policy's own."""
     seeds = list(range(len(workloads))) if seeds is None else list(seeds)
     if len(seeds) != len(workloads):
         raise ConfigError(f"Expected one seed per workload ({len(workloads)}), got {len(seeds)}")
+    own = getattr(policy, "estimate_noise", None)
+    if estimate_noise is not None and own is not None:
+        policy.estimate_noise = estimate_noise  # type: ignore[attr-defined]
     out = []
-    for workload, seed in zip(workloads, seeds, strict=True):
-        full = run_policy(policy, cluster, workload, sim, rng=run_rng(seed))
-        out.append(
-            RunEvaluation(
-                seed=seed,
-                result=measured(full, workload),
-                episode_return=None if env is None else episode_return(full, env),
-                n_illegal=int(getattr(policy, "n_illegal", 0)),  # counted per run, reset with the policy
+    try:
+        for workload, seed in zip(workloads, seeds, strict=True):
+            full = run_policy(policy, cluster, workload, sim, rng=run_rng(seed))
+            out.append(
+                RunEvaluation(
+                    seed=seed,
+                    result=measured(full, workload),
+                    episode_return=None if env is None else episode_return(full, env),
+                    n_illegal=int(getattr(policy, "n_illegal", 0)),  # counted per run, reset with the policy
+                )
             )
-        )
+    finally:
+        if estimate_noise is not None and own is not None:  # the worker keeps the policy for other workloads
+            policy.estimate_noise = own  # type: ignore[attr-defined]
     return out
 
 

@@ -219,7 +219,8 @@ class Worker:
         seeds = self.workloads(task.setting)
         # A mix level has its own cluster (SeedWorkloads.cluster_at); other workloads run on the setting's.
         cluster = seeds.cluster_at(task.seed_index) if hasattr(seeds, "cluster_at") else s.cluster
-        (run,) = evaluate_policy(policy, cluster, [workload], [task.seed], s.config.sim)
+        noise = seeds.estimate_noise_at(task.seed_index) if hasattr(seeds, "estimate_noise_at") else None
+        (run,) = evaluate_policy(policy, cluster, [workload], [task.seed], s.config.sim, estimate_noise=noise)
         return RunOutcome(task, run.result, time.perf_counter() - t0)
 
 

@@ -15,6 +15,7 @@ trace's test windows, as many as it has up to the seed count).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -24,10 +25,17 @@ from typing import Any
 from schedgym._atomic import atomic_open
 from schedgym.errors import ConfigError
 from schedgym.experiments import stats
-from schedgym.experiments.compare import CompareConfig, ComparisonResult, dominance, run_comparison
-from schedgym.experiments.executors import ExecutorConfig
+from schedgym.experiments.compare import (
+    CompareConfig,
+    ComparisonResult,
+    SummarisedRun,
+    dominance,
+    progress_bar,
+)
+from schedgym.experiments.executors import ExecutorConfig, RunSetting, RunTask, execute, grid_context
 from schedgym.experiments.figures import objective
 from schedgym.experiments.report import json_ready
+from schedgym.sim.cluster import resolve_cluster
 from schedgym.sim.simulator import SimConfig
 from schedgym.workloads.source import WorkloadSource
 from schedgym.workloads.synthetic import preset
@@ -48,7 +56,8 @@ class SuiteEntry:
     cluster: str | None = None
     n_jobs: int | None = None
     load: float | None = None
-    te_duration_scale: float = 1.0
+    synthetic: tuple[tuple[str, Any], ...] = ()
+    """fields of the synthetic preset replaced (:attr:`CompareConfig.synthetic`)"""
 
     def config(self, policies: Sequence[str], seeds: int, sim: SimConfig, max_jobs: int | None = None) -> CompareConfig:
         """The comparison of ``policies`` on this workload: ``seeds`` seeds, or fewer where a bundled trace has
@@ -66,7 +75,7 @@ class SuiteEntry:
             n_jobs=n_jobs,
             load=self.load,
             sim=sim,
-            te_duration_scale=self.te_duration_scale,
+            synthetic=self.synthetic,
         )
 
 
@@ -79,7 +88,12 @@ SUITES: dict[str, tuple[SuiteEntry, ...]] = {
         SuiteEntry("paper 4 nodes", "a small cluster (4 x 8 GPUs): few nodes to choose from", cluster="small"),
         SuiteEntry("paper 64 nodes", "a large cluster (64 x 8 GPUs), arrivals scaled with it", cluster="large"),
         SuiteEntry("paper 20,000 jobs", "workloads four times as long: delays that surface late", n_jobs=20_000),
-        SuiteEntry("paper TE x3", "TE jobs three times as long (the load kept)", te_duration_scale=3.0),
+        SuiteEntry(
+            "paper TE x3",
+            "TE jobs three times as long (the load kept, so fewer arrivals)",
+            # paper's TE durations (median 900 s, clipped to [60, 3600] s) times 3
+            synthetic=(("te_duration_median", 2700.0), ("te_duration_min", 180.0), ("te_duration_max", 10800.0)),
+        ),
         SuiteEntry("philly", "Philly's test windows on its own cluster", workload="philly"),
         SuiteEntry(
             "alibaba contended",
@@ -108,18 +122,19 @@ class SuiteRow:
 
 @dataclass
 class SuiteResult:
-    """A suite's comparisons, one per entry, in order, and their wall time in seconds."""
+    """A suite's comparisons, one per entry, in order (each :meth:`ComparisonResult.summary`, per seed
+    included: a suite keeps no per-job results), and their wall time in seconds."""
 
     name: str
     entries: tuple[SuiteEntry, ...]
-    comparisons: list[ComparisonResult]
+    comparisons: list[dict[str, Any]]
     wall_time: float
 
     def rows(self) -> list[SuiteRow]:
         """Every (workload, policy), workloads in the suite's order, policies in the command's."""
         out = []
-        for entry, result in zip(self.entries, self.comparisons, strict=True):
-            summary = result.summary()["policies"]
+        for entry, comparison in zip(self.entries, self.comparisons, strict=True):
+            summary = comparison["policies"]
             per_policy = {name: [objective(s) for s in e["per_seed"]] for name, e in summary.items()}
             for name, e in summary.items():
                 values = per_policy[name]
@@ -150,7 +165,7 @@ class SuiteResult:
             "suite": self.name,
             "wall_time_s": self.wall_time,
             "entries": [
-                {"name": e.name, "what": e.what, "comparison": c.summary()}
+                {"name": e.name, "what": e.what, "comparison": c}
                 for e, c in zip(self.entries, self.comparisons, strict=True)
             ],
             "rows": [
@@ -185,6 +200,19 @@ def suite_configs(
     return [e.config(policies, seeds, sim, max_jobs) for e in suite_entries(name)]
 
 
+def suite_tasks(configs: Sequence[CompareConfig]) -> list[RunTask]:
+    """Every (workload, seed, policy) run of a suite, workload-major, then seed-major as in a comparison;
+    :attr:`RunTask.setting` is the workload's place in the suite. Each workload has its own seeds (a trace
+    has as many windows as it has), which :func:`~schedgym.experiments.executors.make_tasks` (one seed list
+    for every setting) cannot express."""
+    tasks: list[RunTask] = []
+    for k, config in enumerate(configs):
+        for seed_index, seed in enumerate(config.seed_list):
+            for label, spec in zip(config.labels, config.policies, strict=True):
+                tasks.append(RunTask(len(tasks), label, spec, seed_index, seed, k))
+    return tasks
+
+
 def run_suite(
     name: str,
     policies: Sequence[str],
@@ -197,20 +225,52 @@ def run_suite(
     clock: Callable[[], float] | None = None,
 ) -> SuiteResult:
     """Run suite ``name``: ``schedgym compare`` of ``policies`` on each workload (see :func:`suite_configs`).
-    The executor changes the time taken, never the results."""
+    Every (workload, seed, policy) run is one task of one grid (:func:`suite_tasks`), so a parallel executor
+    starts once and keeps its workers busy across workloads; it changes the time taken, never the results.
+    ``progress``: None shows a bar on a terminal only."""
     import time
 
+    if isinstance(executor, str):
+        executor = ExecutorConfig(kind=executor)
     clock = clock if clock is not None else time.perf_counter
     configs = suite_configs(name, policies, seeds=seeds, sim=sim, max_jobs=max_jobs)
     start = clock()
-    results = [run_comparison(c, executor=executor, progress=progress) for c in configs]
+    clusters = [resolve_cluster(c.cluster if c.cluster is not None else c.source.default_cluster) for c in configs]
+    tasks = suite_tasks(configs)
+    context = grid_context(configs[0].policies, [RunSetting(c, cl) for c, cl in zip(configs, clusters, strict=True)])
+    kept: list[SummarisedRun | None] = [None] * len(tasks)
+    wall = [dict.fromkeys(c.labels, 0.0) for c in configs]
+    bar = progress_bar(len(tasks), progress)
+    try:
+        with contextlib.closing(execute(executor, context, tasks)) as finished:
+            for outcome in finished:
+                task = outcome.task
+                kept[task.index] = SummarisedRun(outcome.result)  # no per-job results are kept
+                wall[task.setting][task.label] += outcome.wall_time
+                if bar is not None:
+                    bar.set_postfix_str(f"{configs[task.setting].source.name} seed {task.seed} {task.label}")
+                    bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    summaries = []
+    for k, (config, cluster) in enumerate(zip(configs, clusters, strict=True)):
+        runs: dict[str, list[Any]] = {label: [] for label in config.labels}
+        for task in tasks:  # in task order: each policy's list in seed order
+            if task.setting == k:
+                runs[task.label].append(kept[task.index])
+        source = config.source
+        comparison = ComparisonResult(config, cluster, source.name, runs, wall[k], source.varies)
+        summaries.append(comparison.summary())
     entries = suite_entries(name)
     if max_jobs is not None:  # the rows say what ran
         entries = tuple(
-            replace(e, name=f"{e.name} ({c.n_jobs:,} jobs)") if c.n_jobs is not None and c.n_jobs != e.n_jobs else e
+            replace(e, name=f"{e.name} (capped at {c.n_jobs:,} jobs)")
+            if c.n_jobs is not None and c.n_jobs != e.n_jobs
+            else e
             for e, c in zip(entries, configs, strict=True)
         )
-    return SuiteResult(name, entries, results, clock() - start)
+    return SuiteResult(name, entries, summaries, clock() - start)
 
 
 def write_markdown(path: str, result: SuiteResult) -> None:
@@ -298,4 +358,5 @@ __all__ = [
     "write_plot",
     "suite_configs",
     "suite_entries",
+    "suite_tasks",
 ]

@@ -46,6 +46,7 @@ from schedgym.experiments.compare import (
     VERDICT_REFERENCES,
     CompareConfig,
     ComparisonResult,
+    SummarisedRun,
     check_runs,
     dominance,
     progress_bar,
@@ -57,8 +58,7 @@ from schedgym.sim.cluster import ClusterSpec, resolve_cluster
 from schedgym.sim.job import JobClass
 from schedgym.sim.metrics import RunResult
 from schedgym.sim.simulator import SimConfig
-from schedgym.workloads.source import WorkloadSource
-from schedgym.workloads.synthetic import PRESETS, SyntheticConfig, generate, preset
+from schedgym.workloads.synthetic import OVERRIDABLE, SyntheticConfig
 
 DEFAULT_POLICIES = ("fifo", "fitgpp", "k8s")
 """what a sweep runs unless told: the non-preemptive reference and the two preemptive rules"""
@@ -69,7 +69,7 @@ SIM_FIELDS = ("backfill", "max_preemptions", "placement", "restart_overhead")
 """the :class:`SimConfig` fields a sweep can vary"""
 WORKLOAD_FIELDS = ("cluster", "load", "n_jobs", "workload")
 """the :class:`CompareConfig` fields that choose the workload, as ``schedgym compare``'s options do"""
-SYNTHETIC_FIELDS = tuple(f.name for f in dataclasses.fields(SyntheticConfig) if f.name not in ("n_jobs", "load"))
+SYNTHETIC_FIELDS = OVERRIDABLE
 """the synthetic preset's other fields (``n_jobs`` and ``load`` go through :data:`WORKLOAD_FIELDS`)"""
 _NOT_SWEPT = {
     "queue": "the queue discipline is each policy's own (fifo or priority)",
@@ -180,62 +180,12 @@ def parse_set(text: str) -> tuple[str, tuple[Any, ...]]:
 
 # --------------------------------------------------------------------------------------------- settings
 @dataclass(frozen=True)
-class SweptSource(WorkloadSource):
-    """A :class:`WorkloadSource` whose synthetic preset has some fields replaced (``synthetic``: (field,
-    value) pairs). Its workloads are drawn exactly as the preset's, from the changed configuration."""
-
-    synthetic: tuple[tuple[str, Any], ...] = ()
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.synthetic:
-            if self.kind != "synthetic":
-                names = ", ".join(name for name, _ in self.synthetic)
-                raise ConfigError(
-                    f"{names} applies to synthetic workloads ({', '.join(sorted(PRESETS))}); {self.name!r} is a trace"
-                )
-            self.synthetic_config()  # checks the values now
-
-    def synthetic_config(self) -> SyntheticConfig:
-        """The preset with ``n_jobs``, ``load`` and ``synthetic`` applied (made once per source)."""
-        found = self.__dict__.get("_swept")
-        if found is None:
-            overrides: dict[str, Any] = dict(self.synthetic)
-            if self.n_jobs is not None:
-                overrides["n_jobs"] = int(self.n_jobs)
-            if self.load is not None:
-                overrides["load"] = float(self.load)
-            found = preset(str(self.workload), **overrides)
-            object.__setattr__(self, "_swept", found)
-        return found
-
-    def draw(self, rng: np.random.Generator, cluster: ClusterSpec) -> Any:
-        if not self.synthetic:
-            return super().draw(rng, cluster)
-        return generate(self.synthetic_config(), cluster, rng, name=str(self.workload))
-
-
-@dataclass(frozen=True)
-class SettingConfig(CompareConfig):
-    """One setting's comparison: a :class:`CompareConfig` whose synthetic workload may have preset fields
-    replaced (``synthetic``)."""
-
-    synthetic: tuple[tuple[str, Any], ...] = ()
-
-    @property
-    def source(self) -> SweptSource:
-        return SweptSource(
-            workload=self.workload, trace=self.trace, n_jobs=self.n_jobs, load=self.load, synthetic=self.synthetic
-        )
-
-
-@dataclass(frozen=True)
 class Setting:
     """One combination of swept values and the comparison that runs it."""
 
     values: tuple[tuple[str, Any], ...]
     """(field, value) of every swept field, in the sweep's order"""
-    config: SettingConfig
+    config: CompareConfig
 
     @property
     def label(self) -> str:
@@ -247,15 +197,16 @@ def show_value(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def _setting(base: CompareConfig, values: Sequence[tuple[str, Any]]) -> SettingConfig:
+def _setting(base: CompareConfig, values: Sequence[tuple[str, Any]]) -> CompareConfig:
     sim_changes = {name: v for name, v in values if name in SIM_FIELDS}
     workload_changes = {name: v for name, v in values if name in WORKLOAD_FIELDS}
-    synthetic = dict(base.synthetic) if isinstance(base, SettingConfig) else {}
+    synthetic = dict(base.synthetic)
     synthetic.update((name, v) for name, v in values if name in SYNTHETIC_FIELDS)
     kwargs = {f.name: getattr(base, f.name) for f in dataclasses.fields(CompareConfig)}
     kwargs.update(workload_changes)
     kwargs["sim"] = replace(base.sim, **sim_changes)
-    return SettingConfig(**kwargs, synthetic=tuple(synthetic.items()))
+    kwargs["synthetic"] = tuple(synthetic.items())
+    return CompareConfig(**kwargs)
 
 
 @dataclass(frozen=True)
@@ -319,19 +270,6 @@ def _sentence(exc: Exception) -> str:
 
 
 # --------------------------------------------------------------------------------------------- running
-class _Summarised:
-    """A finished run reduced to what a sweep keeps, its summary; :class:`ComparisonResult` reads it as it
-    reads a :class:`RunResult` (through ``summary()``, a fresh copy each time, as RunResult gives)."""
-
-    __slots__ = ("_summary",)
-
-    def __init__(self, result: RunResult):
-        self._summary = result.summary()
-
-    def summary(self) -> dict:
-        return copy.deepcopy(self._summary)
-
-
 @dataclass
 class SweepResult:
     """Every setting's :class:`ComparisonResult` (in the order of :attr:`SweepConfig.settings`)."""
@@ -401,7 +339,7 @@ def run_sweep(
     seeds = config.base.seed_list
     tasks = make_tasks(config.base.policies, labels, seeds, len(run_settings))
     context = grid_context(config.base.policies, run_settings)
-    kept: list[_Summarised | None] = [None] * len(tasks)
+    kept: list[SummarisedRun | None] = [None] * len(tasks)
     wall = [dict.fromkeys(labels, 0.0) for _ in settings]
     bar = progress_bar(len(tasks), progress)
     try:
@@ -430,9 +368,9 @@ def run_sweep(
     return SweepResult(config, comparisons)
 
 
-def _keep(outcome: RunOutcome, kept: list[_Summarised | None], wall: list[dict[str, float]]) -> None:
+def _keep(outcome: RunOutcome, kept: list[SummarisedRun | None], wall: list[dict[str, float]]) -> None:
     task = outcome.task
-    kept[task.index] = _Summarised(outcome.result)
+    kept[task.index] = SummarisedRun(outcome.result)
     wall[task.setting][task.label] += outcome.wall_time
 
 
@@ -630,10 +568,8 @@ __all__ = [
     "SYNTHETIC_FIELDS",
     "WORKLOAD_FIELDS",
     "Setting",
-    "SettingConfig",
     "SweepConfig",
     "SweepResult",
-    "SweptSource",
     "check_field",
     "csv_header",
     "format_table",

@@ -33,10 +33,12 @@ functions: the same jobs, bit for bit, and the same Generator state afterwards (
 
 from __future__ import annotations
 
+import difflib
 import functools
 import itertools
 import math
 import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, NamedTuple
 
@@ -516,3 +518,31 @@ def preset(name: str, **overrides: Any) -> SyntheticConfig:
     if unknown:
         raise ConfigError(f"Unknown SyntheticConfig fields {unknown}; expected fields of SyntheticConfig")
     return replace(base, **overrides) if overrides else base
+
+
+OVERRIDABLE = tuple(f.name for f in fields(SyntheticConfig) if f.name not in ("n_jobs", "load"))
+"""the fields of a preset a workload source replaces through its ``synthetic`` overrides (``n_jobs`` and
+``load`` have fields of their own, in the source and in ``schedgym compare``)"""
+
+
+def check_overrides(overrides: Any) -> tuple[tuple[str, Any], ...]:
+    """``overrides`` (a mapping, or ``(field, value)`` pairs) as a tuple of pairs, checked: every name a field
+    of :data:`OVERRIDABLE`, each at most once. The values are :class:`SyntheticConfig`'s to check."""
+    items = list(overrides.items()) if isinstance(overrides, Mapping) else overrides
+    if isinstance(items, (str, bytes)) or not isinstance(items, (tuple, list)):
+        raise ConfigError(f"Expected synthetic overrides as (field, value) pairs or a mapping, got {overrides!r}")
+    out: list[tuple[str, Any]] = []
+    for item in items:
+        if not isinstance(item, (tuple, list)) or len(item) != 2 or not isinstance(item[0], str):
+            raise ConfigError(f"Expected a (field, value) pair of synthetic overrides, got {item!r}")
+        name, value = item
+        if name in ("n_jobs", "load"):
+            raise ConfigError(f"{name!r} is not a synthetic override: give it as the source's own {name}")
+        if name not in OVERRIDABLE:
+            close = difflib.get_close_matches(name, OVERRIDABLE, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"Expected a field of SyntheticConfig to override, got {name!r}{hint}")
+        if any(name == seen for seen, _ in out):
+            raise ConfigError(f"Expected each synthetic field overridden once, got {name!r} twice")
+        out.append((name, value))
+    return tuple(out)
