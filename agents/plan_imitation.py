@@ -464,16 +464,31 @@ def make_scorer(config: PlanImitationConfig) -> Any:
                 n_in = n_out
             layers.append(nn.Linear(n_in, 1))
             self.mlp = nn.Sequential(*layers)
+            width = input_width(config.queue_rows, config.context)
+            # Inputs are standardised (set_scale) before the first layer: the plan features that tell options
+            # apart (freed GPUs, surplus, starts) vary by a few hundredths, the flags by 1.
+            self.register_buffer("shift", torch.zeros(width))
+            self.register_buffer("scale", torch.ones(width))
+
+        def set_scale(self, x: torch.Tensor, mask: torch.Tensor) -> None:
+            """Standardise with the mean and standard deviation of the legal rows' inputs ``x`` (n, rows, w)."""
+            legal = x[mask]
+            self.shift.copy_(legal.mean(dim=0))
+            self.scale.copy_(legal.std(dim=0).clamp(min=1e-3))
 
         def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-            logits = self.mlp(x).squeeze(-1)
+            logits = self.mlp((x - self.shift) / self.scale).squeeze(-1)
             return logits.masked_fill(~mask, MASKED_LOGIT)
 
         def numpy(self) -> PlanScorerNetwork:
+            """The same network in numpy, the standardisation folded into the first layer."""
             linears = [m for m in self.mlp if isinstance(m, nn.Linear)]
-            layers = tuple((m.weight.detach().double().numpy().copy(), m.bias.detach().double().numpy().copy())
-                           for m in linears)  # fmt: skip
-            return PlanScorerNetwork(layers, config.max_plans, config.queue_rows, config.context)
+            layers = [(m.weight.detach().double().numpy().copy(), m.bias.detach().double().numpy().copy())
+                      for m in linears]  # fmt: skip
+            shift, scale = self.shift.double().numpy(), self.scale.double().numpy()
+            w, b = layers[0]
+            layers[0] = (w / scale, b - (w / scale) @ shift)
+            return PlanScorerNetwork(tuple(layers), config.max_plans, config.queue_rows, config.context)
 
     torch.manual_seed(config.seed)
     return PlanScorer()
@@ -488,6 +503,8 @@ def fit(model: Any, config: PlanImitationConfig, data: dict[str, np.ndarray], ro
                                    config.context), dtype=torch.float32)  # fmt: skip
     mask = torch.as_tensor(data["masks"])
     y = torch.as_tensor(data["labels"])
+    if round_ == 0:
+        model.set_scale(x, mask)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
     gen = np.random.default_rng(np.random.SeedSequence([config.seed, 3, round_]))
     n = len(y)
@@ -728,6 +745,8 @@ __all__ = [
     "fit",
     "make_scorer",
     "record",
+    "record_cached",
+    "record_parallel",
     "row_inputs",
     "run",
     "teacher_profile",
