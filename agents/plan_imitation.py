@@ -16,7 +16,8 @@ Reads top to bottom: record, fit, report.
 2. **Fit.** The student is a row scorer (:class:`PlanScorer`): one MLP gives every option row ``i`` the logit
    ``f([head, queue rows (flat), context, row_i])``, where ``context`` is the mean, minimum and maximum of each
    row feature over the request's legal rows (so that a row can be scored against the others); illegal rows
-   get :data:`MASKED_LOGIT`. Cross-entropy of the masked softmax to the teacher's row.
+   get :data:`MASKED_LOGIT`. Cross-entropy of the masked softmax to the teacher's row (the decisions where the
+   teacher leaves fitgpp's plan optionally weighted up: ``deviation_weight``).
 3. **Report.** On the validation seeds (the decisions along the teacher's own trajectory): the teacher's
    choices by kind (fitgpp's plan, else k8s's, else a per-node plan only), options per request, the student's
    agreement overall and where the teacher does not take fitgpp's plan, the same for always taking fitgpp's
@@ -102,6 +103,8 @@ class PlanImitationConfig:
     """Adam's learning rate"""
     weight_decay: float = 1e-5
     """AdamW's weight decay"""
+    deviation_weight: float = 1.0
+    """weight in the loss of the decisions where the teacher does not take fitgpp's plan (1: plain likelihood)"""
     rounds: int = 1
     """recording rounds: 1 is behaviour cloning; round r > 0 lets the student act with probability 1 - 0.5**r"""
     seed: int = 0
@@ -137,6 +140,8 @@ class PlanImitationConfig:
             raise ConfigError(f"Expected 0 <= estimate_noise < 10, got {self.estimate_noise!r}")
         if not self.hidden or not all(_is_int(h) and h >= 1 for h in self.hidden):
             raise ConfigError(f"Expected hidden to be one or more layer widths >= 1, got {self.hidden!r}")
+        if not (isinstance(self.deviation_weight, (int, float)) and 0 < self.deviation_weight <= 100):
+            raise ConfigError(f"Expected 0 < deviation_weight <= 100, got {self.deviation_weight!r}")
         for name in ("learning_rate", "weight_decay"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and 0 <= value < 1) or (name == "learning_rate" and value == 0):
@@ -503,6 +508,8 @@ def fit(model: Any, config: PlanImitationConfig, data: dict[str, np.ndarray], ro
                                    config.context), dtype=torch.float32)  # fmt: skip
     mask = torch.as_tensor(data["masks"])
     y = torch.as_tensor(data["labels"])
+    weight = torch.as_tensor(np.where(data["kinds"] == KINDS.index("fitgpp"), 1.0, config.deviation_weight),
+                             dtype=torch.float32)  # fmt: skip
     if round_ == 0:
         model.set_scale(x, mask)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
@@ -514,7 +521,8 @@ def fit(model: Any, config: PlanImitationConfig, data: dict[str, np.ndarray], ro
         order = torch.as_tensor(gen.permutation(n))
         for start in range(0, n, config.batch_size):
             idx = order[start : start + config.batch_size]
-            loss = torch.nn.functional.cross_entropy(model(x[idx], mask[idx]), y[idx])
+            losses = torch.nn.functional.cross_entropy(model(x[idx], mask[idx]), y[idx], reduction="none")
+            loss = (losses * weight[idx]).sum() / weight[idx].sum()
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
