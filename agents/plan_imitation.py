@@ -338,7 +338,7 @@ def record_cached(config: PlanImitationConfig, seeds: Sequence[int]) -> PlanDemo
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_open(path, "wb") as f:
-        np.savez(f, seed_list=np.asarray(seeds), **demos.arrays())
+        np.savez(f, seed_list=np.asarray(seeds), **demos.arrays())  # type: ignore[arg-type]
     return demos
 
 
@@ -413,7 +413,7 @@ class PlanScorerNetwork:
         for i, (w, b) in enumerate(self.layers):
             arrays[f"layer{i}.weight"], arrays[f"layer{i}.bias"] = w, b
         with atomic_open(path, "wb") as f:
-            np.savez(f, **arrays)
+            np.savez(f, **arrays)  # type: ignore[arg-type]
 
     def spec(self) -> dict[str, Any]:
         """What :meth:`load` needs besides the weights."""
@@ -459,6 +459,9 @@ def make_scorer(config: PlanImitationConfig) -> Any:
     class PlanScorer(nn.Module):
         """``logit_i = MLP([head, queue, context, row_i])`` with one MLP for every row; illegal rows
         :data:`MASKED_LOGIT`. :class:`PlanScorerNetwork` is the same computation in numpy."""
+
+        shift: torch.Tensor
+        scale: torch.Tensor
 
         def __init__(self) -> None:
             super().__init__()
@@ -627,7 +630,7 @@ def run(config: PlanImitationConfig) -> dict[str, Any]:
             demos.extend(record_parallel(config, config.train_seeds, learner=model.numpy(), beta=0.5**r, round_=r))
             timings[f"record_round{r}_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        stats = fit(model, config, demos.arrays(), r)
+        stats: dict[str, Any] = dict(fit(model, config, demos.arrays(), r))
         stats["fit_seconds"] = time.perf_counter() - t0
         net = model.numpy()
         stats["validation"] = agreement(net.logits(val["obs"], val["masks"]).argmax(axis=1), val)
@@ -714,7 +717,9 @@ def parse_args(argv: Sequence[str] | None) -> PlanImitationConfig:
         if f.type in ("bool", bool):
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=helptext)
         elif f.name == "hidden":
-            parser.add_argument(flag, default=",".join(map(str, f.default)), help=helptext + " (comma-separated)")
+            parser.add_argument(
+                flag, default=",".join(map(str, PlanImitationConfig.hidden)), help=helptext + " (comma-separated)"
+            )
         else:
             kind = {"int": int, "float": float}.get(str(f.type), str)
             parser.add_argument(flag, type=kind, default=f.default, help=helptext)
