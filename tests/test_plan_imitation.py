@@ -116,3 +116,22 @@ def test_the_command_writes_a_student_that_loads(tmp_path, capsys):
 def test_the_configuration_is_validated(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         PlanImitationConfig(**kwargs)
+
+
+def test_a_student_sees_the_estimates_the_recording_saw(tiny):
+    # Both draw the estimate noise from the run's generator at the first request (the recorder spawns the
+    # teacher's generator from it, which leaves its stream as it is): the first observation is the same.
+    from schedgym.decision.plan_mode import PlanPolicy
+
+    config, data = tiny
+    seen = []
+
+    class Capture(PlanPolicy):
+        def choose(self, decision):
+            seen.append(decision.observe())
+            return 1
+
+    cluster = resolve_cluster("paper")
+    seed = config.train_seeds[0]
+    run_policy(Capture(), cluster, WorkloadSource("paper", n_jobs=400).seeded(seed, cluster), rng=run_rng(seed))
+    np.testing.assert_array_equal(seen[0], data["obs"][0])
