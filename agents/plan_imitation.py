@@ -77,7 +77,7 @@ class PlanImitationConfig:
     """cluster preset"""
     n_jobs: int = 2000
     """jobs per workload"""
-    n_train: int = 100
+    n_train: int = 200
     """training workloads: seeds first_train_seed, first_train_seed + 1, ..."""
     first_train_seed: int = TRAIN_SEED0
     """first training seed (>= 1,000,000)"""
@@ -91,17 +91,17 @@ class PlanImitationConfig:
     """queue rows per job class, as the environment's"""
     estimate_noise: float = 0.3
     """sigma of the lognormal duration-estimate error, as the environment's"""
-    hidden: tuple[int, ...] = (128, 128)
+    hidden: tuple[int, ...] = (64, 64)
     """hidden layers of the row MLP (ReLU after each)"""
     context: bool = True
     """give each row the mean, min and max of the legal rows' features"""
-    epochs: int = 40
+    epochs: int = 30
     """passes over the demonstrations per round"""
     batch_size: int = 256
     """decisions per gradient step"""
     learning_rate: float = 1e-3
     """Adam's learning rate"""
-    weight_decay: float = 1e-5
+    weight_decay: float = 1e-3
     """AdamW's weight decay"""
     deviation_weight: float = 1.0
     """weight in the loss of the decisions where the teacher does not take fitgpp's plan (1: plain likelihood)"""
