@@ -28,7 +28,7 @@ import gymnasium as gym
 import numpy as np
 
 import schedgym  # noqa: F401  (registers the environments)
-from schedgym.decision.backend import NativeBackend, PythonBackend
+from schedgym.decision.backend import NativeBackend, NativePlanBackend, PythonBackend
 from schedgym.decision.batch import NativeBatch
 from schedgym.envs.preemption_env import PreemptionEnv
 
@@ -80,7 +80,7 @@ class Timers:
 def run_schedgym(env_id: str, seconds: float, seed: int, profile: bool, **kwargs) -> dict:
     env = gym.make(env_id, **kwargs)
     raw: PreemptionEnv = env.unwrapped  # type: ignore[assignment]
-    backends = (NativeBackend, PythonBackend)
+    backends = (NativeBackend, NativePlanBackend, PythonBackend)
     timers = (
         Timers(
             {
@@ -133,6 +133,7 @@ def main() -> None:
     cases = [
         ("schedgym/Preemption-v1", {}),
         ("schedgym/PreemptionLarge-v1", {}),
+        ("schedgym/PreemptionPlan-v1", {}),
     ]
     for env_id, kwargs in cases:
         r = run_schedgym(env_id, args.seconds, args.seed, profile=True, **kwargs)
@@ -147,11 +148,14 @@ def main() -> None:
         "| decisions/s, all together | native stepping | resets | drawing actions | the rest |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for num_envs, n_threads in ((1, 1), (16, 1), (16, None), (32, None), (64, None)):
-        r = run_vector("schedgym/Preemption-v1", num_envs, args.seconds, args.seed, n_threads)
+    vector_cases = [("schedgym/Preemption-v1", n, t) for n, t in ((1, 1), (16, 1), (16, None), (32, None), (64, None))]
+    # The plan mode's sub-environments are stepped one by one (PythonBatch), each deciding in C++ (PlanCore).
+    vector_cases += [("schedgym/PreemptionPlan-v1", n, None) for n in (1, 16)]
+    for env_id, num_envs, n_threads in vector_cases:
+        r = run_vector(env_id, num_envs, args.seconds, args.seed, n_threads)
         rest = 1 - r["share_native"] - r["share_reset"] - r["share_actions"]
         print(
-            f"| schedgym/Preemption-v1 | {num_envs} | {r['threads']} | {r['steps_per_s']:,.0f} "
+            f"| {env_id} | {num_envs} | {r['threads']} | {r['steps_per_s']:,.0f} "
             f"| {100 * r['share_native']:.0f}% | {100 * r['share_reset']:.0f}% | {100 * r['share_actions']:.0f}% "
             f"| {100 * rest:.0f}% |"
         )

@@ -109,7 +109,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--plot", metavar="PATH", help="write slowdown tails and a TE p95 / BE p99 scatter (needs matplotlib)"
     )
     cmp.add_argument("--log-dir", metavar="DIR", help="write jobs.csv and segments.csv per policy and seed")
+    cmp.add_argument(
+        "--suite",
+        metavar="NAME",
+        default=None,
+        help="compare on every workload of a suite instead of one: 'shifts' (paper, realistic, load 0.8 and 1.2, "
+        "4 and 64 nodes, 20,000 jobs, TE durations x3, Philly, contended Alibaba; docs/suite.md); one table "
+        "of objectives and verdicts against fitgpp and k8s. --jobs then caps the synthetic workloads' jobs",
+    )
     _add_executor_options(cmp)
+    cmp.set_defaults(option_defaults={dest: cmp.get_default(dest) for dest in _NOT_WITH_SUITE.values()})
     _add_sweep_parser(sub)
     handlers = _add_plugin_commands(sub)
     _add_trace_parser(sub)
@@ -494,7 +503,52 @@ def _check_plot(path: str) -> None:
         raise ConfigError("--plot needs matplotlib: pip install 'schedgym[plot]'") from None
 
 
+_NOT_WITH_SUITE = {
+    "--workload": "workload",
+    "--trace": "trace",
+    "--cluster": "cluster",
+    "--load": "load",
+    "--first-seed": "first_seed",
+    "--csv": "csv",
+    "--log-dir": "log_dir",
+}
+"""compare's options a suite sets itself per workload (or has no output for), by flag"""
+
+
+def _compare_suite(args: argparse.Namespace) -> int:
+    """``compare --suite NAME``: every workload of the suite, one table (schedgym.experiments.suite)."""
+    from schedgym.experiments.suite import format_table, run_suite, suite_configs, write_json, write_markdown
+    from schedgym.experiments.suite import write_plot as write_suite_plot
+
+    for flag, dest in _NOT_WITH_SUITE.items():
+        if getattr(args, dest) != args.option_defaults[dest]:
+            raise ConfigError(f"{flag} does not apply to --suite, which sets each workload itself")
+    executor = _executor(args)
+    base = _compare_config(args)  # the policies and the simulator's rules, checked
+    seeds = args.seeds if args.seeds else 20
+    suite_configs(args.suite, base.policies, seeds=seeds, sim=base.sim, max_jobs=args.jobs)  # checked first
+    _check_outputs((("--json", args.json), ("--markdown", args.markdown), ("--plot", args.plot)))
+    if args.plot:
+        _check_plot(args.plot)
+    _run_and_write(
+        lambda: run_suite(
+            args.suite,
+            base.policies,
+            seeds=seeds,
+            sim=base.sim,
+            max_jobs=args.jobs,
+            executor=executor,
+            progress=False if args.no_progress else None,
+        ),
+        format_table,
+        ((args.json, write_json), (args.markdown, write_markdown), (args.plot, write_suite_plot)),
+    )
+    return 0
+
+
 def _compare(args: argparse.Namespace) -> int:
+    if args.suite is not None:
+        return _compare_suite(args)
     from schedgym.experiments.compare import run_comparison
     from schedgym.experiments.report import (
         format_table,

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from schedgym.decision.backend import DecisionBackend, NativeBackend, PythonBackend
+from schedgym.decision.backend import DecisionBackend, NativeBackend, NativePlanBackend, PythonBackend
 from schedgym.sim import SimConfig, Simulator
 from schedgym.sim.simulator import native_available
 from schedgym.workloads import generate, preset
@@ -66,3 +66,6 @@ def test_both_backends_offer_the_same_interface():
     assert _public(NativeBackend) - extra == _public(DecisionBackend)
     assert not getattr(PythonBackend, "__abstractmethods__", None)
     assert not getattr(NativeBackend, "__abstractmethods__", None)
+    # the plan mode's native backend: its core, and the options of the decision (as PlanDecision.options)
+    assert _public(NativePlanBackend) - {"core", "options"} == _public(DecisionBackend)
+    assert not getattr(NativePlanBackend, "__abstractmethods__", None)

@@ -454,3 +454,15 @@ def test_ctrl_c_ends_the_wait_for_a_fifo_reader(tmp_path, one_engine):
     _, err = proc.communicate(timeout=60)
     assert (proc.returncode, err) == (130, "schedgym: interrupted\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
+
+
+def test_the_installed_command_runs_the_process_executor():
+    """The process executor's workers import the launcher again as ``__mp_main__``: it must not run the command
+    there (it did, and every worker ended, and the pool with it)."""
+    args = ["compare", "--policies", "fitgpp,k8s", "--seeds", "2", "--jobs", "100", "--no-progress"]
+    serial = subprocess.run([_command(), *args], capture_output=True, text=True, timeout=120)
+    process = subprocess.run(
+        [_command(), *args, "--executor", "process", "--workers", "2"], capture_output=True, text=True, timeout=120
+    )
+    assert serial.returncode == 0 and process.returncode == 0, process.stderr
+    assert process.stdout == serial.stdout

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from schedgym.decision import scalefree
 from schedgym.decision.features import N_HEAD_V2, QUEUE_FEATURES, schema
 from schedgym.decision.plan_mode import PlanEncoder
 from schedgym.decision.plans import per_node_plans, plan_options
@@ -28,6 +29,20 @@ from schedgym.workloads import Workload, generate, preset
 def test_prefix_lower_medians_by_hand():
     # [3] -> 3; [3, 1] -> lower median 1; [3, 1, 2] -> 2; [3, 1, 2, 5] -> sorted 1 2 3 5, lower median 2.
     assert prefix_lower_medians(np.array([3.0, 1.0, 2.0, 5.0])).tolist() == [3.0, 1.0, 2.0, 2.0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    values=st.lists(st.sampled_from([0.5, 1.0, 2.0, 3.0, 1e-3, 7e5]) | st.floats(1e-6, 1e7), max_size=60),
+    limit=st.sampled_from([0, 5, 4096]),
+)
+def test_prefix_lower_medians_are_the_elements_of_rank_i_over_2(values, limit):
+    # Both ways of computing them (a sorted list up to _INSORT_LIMIT values, two heaps beyond) agree with the
+    # definition.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(scalefree, "_INSORT_LIMIT", limit)
+        got = prefix_lower_medians(np.array(values, dtype=np.float64))
+    assert got.dtype == np.float64 and got.tolist() == [sorted(values[: i + 1])[i // 2] for i in range(len(values))]
 
 
 def test_running_medians_count_only_jobs_submitted_so_far():

@@ -26,12 +26,13 @@ import numpy as np
 
 from schedgym.decision.features import observation_size, schema
 from schedgym.decision.plan_mode import PlanDecision, PlanEncoder
+from schedgym.decision.plans import MAX_SUBSET_CANDIDATES, PER_NODE, WAIT, PlanOption
 from schedgym.decision.stepwise import DecisionEncoder, StepwiseDecision, action_index, check_action
 from schedgym.errors import ConfigError, IllegalDecisionError, SchedGymError
 from schedgym.sim.cluster import ClusterSpec
 from schedgym.sim.job import Job, JobTable
-from schedgym.sim.native_engine import StepwiseNativeSimulator
-from schedgym.sim.policy import DECLINE, PreemptionRequest
+from schedgym.sim.native_engine import PlanNativeSimulator, StepwiseNativeSimulator
+from schedgym.sim.policy import DECLINE, PreemptionPlan, PreemptionRequest
 from schedgym.sim.simulator import SimConfig, Simulator, select_engine
 
 
@@ -369,6 +370,124 @@ class NativeDecision:
         return check_action(action, self._backend.n_rows)
 
 
+class NativePlanBackend(DecisionBackend):
+    """The plan-level protocol in C++ (``PlanCore``) on a :class:`~schedgym.sim.native_engine.PlanNativeSimulator`:
+    the options, masks and bit-identical observations of :mod:`schedgym.decision.plan_mode`. The encoder is the
+    Python one (:class:`~schedgym.decision.plan_mode.PlanEncoder`): its estimate factors, capacity scales and
+    running medians are handed to the core, and its rules by their native counterparts. As with
+    :class:`NativeBackend`, the core belongs to the simulator, which pickles and clones it by replay."""
+
+    sim: PlanNativeSimulator
+    encoder: PlanEncoder
+
+    def __init__(self, sim: PlanNativeSimulator, encoder: PlanEncoder, table: JobTable) -> None:
+        super().__init__(sim, encoder, table)
+        obs = encoder.observer
+        rules = []
+        for name, rule in encoder.rules:
+            native = rule.native_rule()
+            if native is None:
+                raise ConfigError(f"The plan rule {name!r} has no native counterpart; use the Python protocol")
+            rules.append((name, native[0], native[1]))
+        self._core = sim.begin_plan_decisions(
+            rules,
+            (obs.head_names, obs.queue_names, obs.row_names),
+            encoder.max_plans,
+            obs.queue_rows,
+            encoder.estimate,
+            obs.scale,
+            obs.total,
+            obs.scales.columns(),
+            MAX_SUBSET_CANDIDATES,
+        )
+        self._sources = (WAIT, *(name for name, _ in encoder.rules), PER_NODE)
+
+    @property
+    def core(self) -> Any:
+        """The C++ decision core (``schedgym.sim._engine.PlanCore``)."""
+        return self._core
+
+    @property
+    def job(self) -> int:
+        job: int = self._core.job
+        return job
+
+    @property
+    def n_rows(self) -> int:
+        n: int = self._core.n_options
+        return max(n - 1, 0)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        del state["_core"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._core = self.sim.core
+
+    @property
+    def request(self) -> PreemptionRequest | None:
+        return self.sim.pending_request if self.job >= 0 else None
+
+    def rows(self) -> list[tuple[Job, int]]:
+        return []
+
+    def chosen(self) -> list[Job]:
+        return []
+
+    def targets(self) -> list[int]:
+        return []
+
+    def mask_into(self, out: np.ndarray) -> None:
+        self._core.mask(out)
+
+    def observe_into(self, out: np.ndarray) -> None:
+        self._core.observe(out)
+
+    def options(self) -> list[PlanOption]:
+        """The options of the decision in progress, as :func:`~schedgym.decision.plans.plan_options` lists them
+        (empty when none is pending)."""
+        sources = self._sources
+        return [
+            PlanOption(
+                PreemptionPlan(nodes=tuple(nodes), victims=tuple(victims)),
+                frozenset(s for i, s in enumerate(sources) if bits >> i & 1),
+            )
+            for nodes, victims, bits in self._core.options()
+        ]
+
+    def view(self) -> NativePlanDecision | None:
+        return NativePlanDecision(self) if self.job >= 0 else None
+
+    def _advance(self) -> bool:
+        return self.sim.next_decision()
+
+    def _choose(self, action: int) -> int:
+        return self.sim.choose(action)
+
+
+class NativePlanDecision(PlanDecision):
+    """The decision in progress of a :class:`NativePlanBackend`, where the protocol of
+    :class:`~schedgym.decision.plan_mode.PlanDecision` runs in C++: the same read-only view (``request``,
+    ``options``, ``offers_choice``, :meth:`mask`, :meth:`observe`, :meth:`check`, :meth:`choose` and
+    :meth:`index_of`, which only name the plan of a row). Act through the environment's ``step``."""
+
+    def __init__(self, backend: NativePlanBackend) -> None:  # the options are the core's, not built here
+        self.encoder = backend.encoder
+        self._backend = backend
+        self.options = backend.options()
+        request = backend.request
+        assert request is not None
+        self.request = request
+
+    def mask(self) -> np.ndarray:
+        return self._backend.mask()
+
+    def observe(self) -> np.ndarray:
+        return self._backend.observe()
+
+
 @dataclass(frozen=True, slots=True)
 class DecisionSpec:
     """How an agent is asked: the action ``mode`` (``"victim"``: victim by victim, :mod:`schedgym.decision.
@@ -410,27 +529,21 @@ def open_backend(
     table: JobTable,
     config: SimConfig,
     *,
-    max_candidates: int,
+    spec: DecisionSpec,
     estimate_noise: float,
     rng: np.random.Generator,
     protocol: Literal["auto", "python"] = "auto",
-    spec: DecisionSpec | None = None,
 ) -> DecisionBackend:
     """A new simulation of ``table`` on ``cluster`` under ``config``, at its first decision, decided by the
     protocol on the engine ``config`` selects: the victim protocol with observation version 1 in C++ on the
     native engine, everything else in Python (on either engine). ``protocol="python"`` runs the Python protocol
-    on either engine (the tests isolate the protocol from the engine with it). ``spec`` is the action mode
-    and observation (default: victim by victim, version 1, ``max_candidates`` rows). The encoder draws its
-    estimate noise from ``rng``."""
-    spec = spec if spec is not None else DecisionSpec(max_candidates=max_candidates)
-    native = (
-        protocol == "auto" and spec.mode == "victim" and spec.version == 1 and select_engine(config.engine) == "native"
-    )
-    sim: Simulator = StepwiseNativeSimulator(cluster, table, config) if native else Simulator(cluster, table, config)
+    on either engine (the tests isolate the protocol from the engine with it). ``spec`` is the action mode,
+    the observation and the row counts. The encoder draws its estimate noise from ``rng``."""
+    native = protocol == "auto" and select_engine(config.engine) == "native"
     encoder: DecisionEncoder | PlanEncoder
     if spec.mode == "plan":
         encoder = PlanEncoder(
-            sim.capacity,
+            cluster.capacity,
             table,
             max_plans=spec.max_plans,
             queue_rows=spec.queue_rows,
@@ -439,7 +552,7 @@ def open_backend(
         )
     else:
         encoder = DecisionEncoder(
-            sim.capacity,
+            cluster.capacity,
             len(table),
             max_candidates=spec.max_candidates,
             estimate_noise=estimate_noise,
@@ -448,11 +561,12 @@ def open_backend(
             queue_rows=spec.queue_rows,
         )
     backend: DecisionBackend
-    if isinstance(sim, StepwiseNativeSimulator):
-        assert isinstance(encoder, DecisionEncoder)
-        backend = NativeBackend(sim, encoder, table)
+    if native and isinstance(encoder, DecisionEncoder) and spec.version == 1:
+        backend = NativeBackend(StepwiseNativeSimulator(cluster, table, config), encoder, table)
+    elif native and isinstance(encoder, PlanEncoder) and all(r.native_rule() is not None for _, r in encoder.rules):
+        backend = NativePlanBackend(PlanNativeSimulator(cluster, table, config), encoder, table)
     else:
-        backend = PythonBackend(sim, encoder, table)
+        backend = PythonBackend(Simulator(cluster, table, config), encoder, table)
     backend.start()
     return backend
 
@@ -461,6 +575,8 @@ __all__ = [
     "DecisionBackend",
     "NativeBackend",
     "NativeDecision",
+    "NativePlanBackend",
+    "NativePlanDecision",
     "DecisionSpec",
     "PythonBackend",
     "Reward",

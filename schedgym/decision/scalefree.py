@@ -18,8 +18,9 @@ this module computes it, by name. It knows nothing of gymnasium.
 
 from __future__ import annotations
 
+import bisect
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -34,8 +35,21 @@ def ratio(x: float, unit: float) -> float:
     return x / (x + unit) if x > 0 else 0.0
 
 
+_INSORT_LIMIT = 4096
+"""Up to this many values, :func:`prefix_lower_medians` keeps them in one sorted list (``bisect.insort`` moves
+memory in C, faster than two heaps in Python at the sizes of an episode); beyond it, two heaps (no quadratic
+time). Both give the element of rank ``i // 2`` of ``values[: i + 1]``."""
+
+
 def prefix_lower_medians(values: np.ndarray) -> np.ndarray:
     """``out[i]`` = the lower median of ``values[: i + 1]`` (an element of them, so it scales with them exactly)."""
+    if len(values) <= _INSORT_LIMIT:
+        ordered: list[float] = []
+        medians: list[float] = []
+        for i, v in enumerate(values.tolist()):
+            bisect.insort(ordered, v)
+            medians.append(ordered[i >> 1])  # sorted(values[: i + 1])[i // 2]: the lower median
+        return np.array(medians, dtype=np.float64)
     out = np.empty(len(values))
     lo: list[float] = []  # the smaller half, negated (a max-heap), holding the lower median on top
     hi: list[float] = []
@@ -51,6 +65,18 @@ def prefix_lower_medians(values: np.ndarray) -> np.ndarray:
             heapq.heappush(lo, -heapq.heappop(hi))
         out[i] = -lo[0]
     return out
+
+
+def _fast_prefix_lower_medians() -> Callable[[np.ndarray], np.ndarray]:
+    """:func:`prefix_lower_medians`, computed in C++ where the native engine is built (the same values: the same
+    two heaps, tests/test_native_plan_core.py), else in Python. An environment's reset computes them for every
+    episode's workload."""
+    try:
+        from schedgym.sim import _engine
+    except ImportError:  # pragma: no cover - the native engine is not built
+        return prefix_lower_medians
+    native: Callable[[np.ndarray], np.ndarray] | None = getattr(_engine, "prefix_lower_medians", None)
+    return native if native is not None else prefix_lower_medians
 
 
 class WorkloadScales:
@@ -70,7 +96,15 @@ class WorkloadScales:
             idx = np.flatnonzero(cols["job_class"] == int(cls))
             order = idx[np.argsort(cols["submit"][idx], kind="stable")]
             self._submit.append(np.asarray(cols["submit"][order]))
-            self._median.append(prefix_lower_medians(est[order]))
+            self._median.append(_PREFIX_LOWER_MEDIANS(np.ascontiguousarray(est[order], dtype=np.float64)))
+
+    def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(TE submit times, TE running medians, BE submit times, BE running medians), float64: per class, the
+        submit times of its jobs in submit order and the lower median of the first ``i + 1`` estimates (what the
+        native plan core is handed)."""
+        te_submit, be_submit = (np.ascontiguousarray(s, dtype=np.float64) for s in self._submit)
+        te_median, be_median = (np.ascontiguousarray(m, dtype=np.float64) for m in self._median)
+        return te_submit, te_median, be_submit, be_median
 
     def medians(self, now: float) -> tuple[float, float]:
         """(TE, BE): the median estimate of the jobs of each class submitted by ``now``; a class none of whose
@@ -85,6 +119,9 @@ class WorkloadScales:
         if be is None:
             be = te
         return te, be
+
+
+_PREFIX_LOWER_MEDIANS = _fast_prefix_lower_medians()
 
 
 class ScaleFreeObserver:

@@ -237,11 +237,10 @@ class PreemptionEnv(gym.Env):
             self.cluster,
             workload.table,
             self.config.sim,
-            max_candidates=self.config.max_candidates,
+            spec=self.decision_spec,
             estimate_noise=self._estimate_noise,
             rng=self.np_random,
             protocol=self._protocol,
-            spec=self.decision_spec,
         )
         self._n_illegal = 0
         info = self._info(interval=self.sim.now, parts=(0.0, 0.0, 0.0))

@@ -80,6 +80,8 @@ class CompareConfig:
     """offered GPU load of a synthetic workload (None: the preset's)"""
     sim: SimConfig = field(default_factory=SimConfig)
     """simulator rules; its ``queue`` is replaced by each policy's own"""
+    te_duration_scale: float = 1.0
+    """a factor on a synthetic workload's TE durations (:class:`~schedgym.workloads.source.WorkloadSource`)"""
 
     def __post_init__(self) -> None:
         if not self.policies:
@@ -149,7 +151,13 @@ class CompareConfig:
 
     @property
     def source(self) -> WorkloadSource:
-        return WorkloadSource(workload=self.workload, trace=self.trace, n_jobs=self.n_jobs, load=self.load)
+        return WorkloadSource(
+            workload=self.workload,
+            trace=self.trace,
+            n_jobs=self.n_jobs,
+            load=self.load,
+            te_duration_scale=self.te_duration_scale,
+        )
 
     @property
     def seed_list(self) -> list[int]:
@@ -371,6 +379,8 @@ def run_comparison(
     name = workloads[0].name if source.kind == "file" else source.name
     if config.load is not None:
         name = f"{name} (load {config.load:g})"
+    if config.te_duration_scale != 1.0:
+        name = f"{name} (TE durations x{config.te_duration_scale:g})"
     if source.kind == "mix":  # each seed ran on its level's cluster: the result names none of them
         cluster = ClusterSpec(cluster.nodes, name="mix (each level its own)")
     return ComparisonResult(config, cluster, name, runs, wall, workloads_vary=source.varies)

@@ -83,6 +83,20 @@ HEADLINE_KEYS = tuple(f.key for f in HEADLINE)
 """``te_p95``, ``be_p50``, ``be_p95``, ``be_p99``"""
 
 
+def objective(summary: Mapping[str, Any], te_weight: float = 1.0, be_weight: float = 1.0) -> float:
+    """The environment's objective for one run (a :meth:`RunResult.summary`): the mean weighted slowdown per
+    job, ``(te_weight * sum of TE slowdowns + be_weight * sum of BE slowdowns) / jobs``, over the jobs the
+    summary counts (a trace window's warm-up jobs are not). Minus the return of an episode with the default
+    reward, divided by its jobs. NaN if the run counts no job."""
+    total = weighted = 0.0
+    for cls, weight in (("te", te_weight), ("be", be_weight)):
+        n = summary[cls]["n_jobs"]
+        if n:
+            total += n
+            weighted += weight * summary[cls]["slowdown_mean"] * n
+    return weighted / total if total else float("nan")
+
+
 def headline_figures(result: RunResult) -> dict[str, float]:
     """The :data:`HEADLINE` figures of one run, by key."""
     return {f.key: f.of(result) for f in HEADLINE}
@@ -98,4 +112,5 @@ __all__ = [
     "TE_P95",
     "ClassFigure",
     "headline_figures",
+    "objective",
 ]

@@ -33,6 +33,7 @@ from schedgym._atomic import atomic_open
 from schedgym.errors import SchedGymError
 from schedgym.experiments.compare import ComparisonResult
 from schedgym.experiments.figures import BE_P99, HEADLINE, TE_P95, ClassFigure
+from schedgym.experiments.suite import SuiteResult
 from schedgym.experiments.sweep import SweepResult, marginal, show_value, unswept
 from schedgym.sim.job import JobClass
 
@@ -456,6 +457,44 @@ def _view(y: np.ndarray, lo: np.ndarray, hi: np.ndarray, log: bool) -> tuple[flo
     return (10**low, 10**high) if log else (low, high)
 
 
+# --- the suite's plot
+
+
+def suite_figure(result: SuiteResult) -> Any:
+    """One panel per workload of a suite: each policy's objective (mean slowdown per job) with its 95% CI, the
+    references' means as vertical lines, one colour and marker per policy."""
+    from matplotlib.lines import Line2D
+
+    rows = result.rows()
+    names = list(dict.fromkeys(r.policy for r in rows))
+    labels = dict(zip(names, plot_labels(names), strict=True))
+    style = policy_styles(names)
+    entries = list(dict.fromkeys(r.entry for r in rows))
+    n_cols = min(5, len(entries))
+    n_rows = math.ceil(len(entries) / n_cols)
+    fig = new_figure((3.4 * n_cols, 2.2 + 0.28 * len(names) * n_rows))
+    axes = np.atleast_1d(fig.subplots(n_rows, n_cols, squeeze=False)).ravel()
+    for ax, entry in zip(axes, entries, strict=False):
+        mine = [r for r in rows if r.entry == entry]
+        for y, r in enumerate(mine):
+            st = style[r.policy]
+            half = 0.0 if math.isnan(r.objective_ci95) else r.objective_ci95
+            ax.errorbar(r.objective, y, xerr=half, color=st["color"], marker=st["marker"], ms=5, capsize=2, lw=1.2)
+            if r.policy in ("fitgpp", "k8s"):
+                ax.axvline(r.objective, color=st["color"], lw=0.8, ls=":")
+        ax.set_yticks(range(len(mine)), [labels[r.policy] for r in mine], fontsize=7)
+        ax.invert_yaxis()
+        ax.set_title(entry, fontsize=9)
+        ax.tick_params(axis="x", labelsize=7)
+        ax.grid(True, axis="x", alpha=0.3)
+    for ax in axes[len(entries) :]:
+        ax.set_axis_off()
+    handles = [Line2D([], [], lw=1.2, markersize=6, label=labels[n], **style[n]) for n in names]
+    fig.suptitle(f"Suite {result.name!r}: mean slowdown per job (lower is better), 95% CIs over seeds")
+    figure_legend(fig, handles, [labels[n] for n in names])
+    return fig
+
+
 __all__ = [
     "EXCESS_FLOOR",
     "LABEL_LIMIT",
@@ -470,5 +509,6 @@ __all__ = [
     "policy_styles",
     "save_figure",
     "slowdown_axis",
+    "suite_figure",
     "sweep_figure",
 ]

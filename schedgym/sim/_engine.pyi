@@ -210,6 +210,86 @@ class EnvCore:
     @property
     def observation_size(self) -> int: ...
 
+def plan_feature_names(rules: Sequence[str]) -> tuple:
+    """
+    (head, queue row, plan row): the names of the features PlanCore computes, in observation order, with the plan row's per-rule flags named after ``rules``.
+    """
+
+def prefix_lower_medians(values: Annotated[NDArray[numpy.float64], dict(order='C', device='cpu', writable=False)]) -> NDArray[numpy.float64]:
+    """
+    schedgym.decision.scalefree.prefix_lower_medians in C++: out[i] is the lower median of values[: i + 1] (float64).
+    """
+
+def python_sum(values: Annotated[NDArray[numpy.float64], dict(order='C', device='cpu', writable=False)], compensated: bool) -> float:
+    """
+    sum(values) as PlanCore computes Python's sum() of floats: compensated as from Python 3.12 on, or not.
+    """
+
+class PlanCore:
+    """
+    The plan-level decision protocol of schedgym.decision.plan_mode on an Engine's state (PreemptionPlan-v1's native path): the same options, masks and observations (version 2), computed in C++.
+    """
+
+    def __init__(self, engine: object, rules: list, max_plans: int, queue_rows: int, estimate: Annotated[NDArray[numpy.float64], dict(order='C', device='cpu', writable=False)], scale: Annotated[NDArray[numpy.float64], dict(order='C', device='cpu', writable=False)], total: Annotated[NDArray[numpy.float64], dict(order='C', device='cpu', writable=False)], te_submit: Annotated[NDArray[numpy.float64], dict(order='C', device='cpu', writable=False)], te_median: Annotated[NDArray[numpy.float64], dict(order='C', device='cpu', writable=False)], be_submit: Annotated[NDArray[numpy.float64], dict(order='C', device='cpu', writable=False)], be_median: Annotated[NDArray[numpy.float64], dict(order='C', device='cpu', writable=False)], max_subset: int, compensated_sum: bool) -> None:
+        """
+        engine: the Engine to drive (nothing else may drive it meanwhile); rules: [(name, params)] of the native rules whose plans are offered, in order (as Engine.run_rule takes them); estimate: one float64 factor per job; scale, total: ScaleFreeObserver.scale and .total; te_submit, te_median, be_submit, be_median: scalefree.WorkloadScales per class; max_subset: plans.MAX_SUBSET_CANDIDATES; compensated_sum: sum floats as Python >= 3.12's sum() does.
+        """
+
+    def next_decision(self) -> bool:
+        """
+        Advance to the next request that offers a choice (True), declining those whose only option is to wait, or to the end (False).
+        """
+
+    def choose(self, action: int) -> int:
+        """
+        Resolve the request with option ``action``; returns the number of victims preempted (0 for wait). Call next_decision() next.
+        """
+
+    def attach(self) -> bool:
+        """
+        Begin deciding the engine's pending request, if any (True); for an engine rebuilt by replay or copied.
+        """
+
+    def observe(self, out: Annotated[NDArray[numpy.float32], dict(shape=(None,), order='C', device='cpu')]) -> None:
+        """Write the observation into out (float32, C-contiguous)."""
+
+    def mask(self, out: Annotated[NDArray[numpy.bool_], dict(shape=(None,), order='C', device='cpu')]) -> None:
+        """Write the legal actions into out (bool, shape (max_plans,))."""
+
+    def options(self) -> list:
+        """
+        [(nodes, victims, sources), ...]: the options of the decision, action i taking option i; sources is a bit set (1: wait, 2 << r: rule r, 2 << n_rules: the per-node search).
+        """
+
+    def medians(self, now: float) -> tuple[float, float]:
+        """scalefree.WorkloadScales.medians(now): (TE, BE)."""
+
+    def take_log(self) -> list:
+        """
+        The (nodes, victims) of every resolve made since the last call, in order (for replay).
+        """
+
+    @property
+    def job(self) -> int:
+        """The index of the TE job being decided, or -1."""
+
+    @property
+    def n_options(self) -> int:
+        """Options of the decision, wait included (0 with none pending)."""
+
+    @property
+    def n_offered(self) -> int:
+        """Decisions offered so far."""
+
+    @property
+    def max_plans(self) -> int: ...
+
+    @property
+    def queue_rows(self) -> int: ...
+
+    @property
+    def observation_size(self) -> int: ...
+
 class BatchStepper:
     """
     PreemptionEnv.step for the EnvCores of a vector environment in one call, on a few threads without the GIL, writing into the caller's numpy arrays (schedgym.envs.vector_env).

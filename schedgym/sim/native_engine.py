@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import enum
 import math
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,8 +27,10 @@ from schedgym.sim.metrics import RunResult, SegmentTable
 from schedgym.sim.policy import Policy, PreemptionPlan, PreemptionPolicy, PreemptionRequest, QueueDiscipline
 from schedgym.sim.simulator import SimConfig, Simulator
 
-ENGINE_VERSION = 4
+ENGINE_VERSION = 6
 """The version of the compiled engine this wrapper expects (``schedgym.sim._engine.ENGINE_VERSION``)."""
+COMPENSATED_SUM = sys.version_info >= (3, 12)
+"""Whether Python's ``sum()`` of floats is compensated (from 3.12 on): the plan core's sums follow it."""
 
 _STATES = tuple(JobState)
 
@@ -394,7 +397,8 @@ class NativeSimulator(Simulator):
         return frozenset(self._engine.running_on(node))
 
     def _queued(self, limit: int) -> tuple[list[Job], list[Job]]:
-        te, be = self._engine.queued(limit)
+        # No class has more jobs than the workload (and a larger int would not fit the binding's int64).
+        te, be = self._engine.queued(min(limit, len(self._specs)))
         jobs = self._jobs
         if te or be:
             self._sync([*te, *be])  # bring just those records up to date
@@ -489,7 +493,7 @@ class StepwiseNativeSimulator(NativeSimulator):
     """
 
     _core: Any = None
-    _core_args: tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+    _core_args: tuple[Any, ...] | None = None
 
     def begin_decisions(
         self,
@@ -554,14 +558,25 @@ class StepwiseNativeSimulator(NativeSimulator):
         new = super().clone()
         assert isinstance(new, StepwiseNativeSimulator)
         if self._core is not None:
-            from schedgym.sim import _engine
-
-            assert self._core_args is not None
-            new._core = _engine.EnvCore(new._engine, *self._core_args)
-            chosen = self._core.chosen()
-            if new._core.attach() and chosen:
-                new._core.restore(chosen, self._core.targets())
+            new._core = new._new_core()
+            new._resume(self._progress())
         return new
+
+    # The decision core's construction and progress, for copies (clone, pickling): what a subclass with another
+    # core (PlanNativeSimulator) replaces.
+    def _new_core(self) -> Any:
+        from schedgym.sim import _engine
+
+        assert self._core_args is not None
+        return _engine.EnvCore(self._engine, *self._core_args)
+
+    def _progress(self) -> Any:
+        core = self._core
+        return (core.chosen(), core.targets()) if core is not None else None
+
+    def _resume(self, progress: Any) -> None:
+        if self._core.attach() and progress is not None and progress[0]:
+            self._core.restore(*progress)
 
     def note_native_step(self) -> None:
         """Record that the decision core resolved the request and advanced to the next one by itself (a
@@ -600,19 +615,82 @@ class StepwiseNativeSimulator(NativeSimulator):
     def __getstate__(self) -> dict[str, Any]:
         self._flush_log()
         state = super().__getstate__()
-        core = state.pop("_core", None)
-        state["_core_progress"] = (core.chosen(), core.targets()) if core is not None else None
+        state.pop("_core", None)
+        state["_core_progress"] = self._progress()
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         progress = state.pop("_core_progress")
         super().__setstate__(state)
         if self._core_args is not None:
-            from schedgym.sim import _engine
+            self._core = self._new_core()
+            self._resume(progress)
 
-            self._core = _engine.EnvCore(self._engine, *self._core_args)
-            if self._core.attach() and progress is not None and progress[0]:
-                self._core.restore(*progress)
+
+class PlanNativeSimulator(StepwiseNativeSimulator):
+    """A native simulation whose requests are decided plan by plan in C++: the protocol of
+    :mod:`schedgym.decision.plan_mode` (``PlanCore``, ``schedgym/sim/native/plan_core.cpp``) on the engine's state,
+    with the same options, masks and observations (version 2).
+    :class:`~schedgym.decision.backend.NativePlanBackend` drives it.
+
+    After :meth:`begin_plan_decisions`, drive it with :meth:`next_decision` and :meth:`choose` (which always
+    resolves the request); it clones and pickles by replay as :class:`StepwiseNativeSimulator` does (a plan
+    decision has no progress of its own: the copy's core begins deciding the same pending request).
+    """
+
+    def begin_plan_decisions(
+        self,
+        rules: Sequence[tuple[str, str, Mapping[str, Any]]],
+        names: tuple[Sequence[str], Sequence[str], Sequence[str]],
+        max_plans: int,
+        queue_rows: int,
+        estimate: np.ndarray,
+        scale: Sequence[float],
+        total: Sequence[float],
+        scales: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+        max_subset: int,
+    ) -> Any:
+        """Build the plan decision core and return it. ``rules``: ``(source name, native rule name, parameters)``
+        of each rule whose plans are offered, in order; ``names``: the declared feature names (head, queue row,
+        plan row), which must be those the core computes; ``estimate``, ``scale``, ``total`` and ``scales`` (the
+        running medians, ``WorkloadScales.columns()``) as the Python observer has them; ``max_subset``:
+        ``MAX_SUBSET_CANDIDATES``. Raises ValueError if the declaration and this build disagree."""
+        from schedgym.sim import _engine
+
+        built = _engine.plan_feature_names([source for source, _, _ in rules])
+        declared = tuple(tuple(group) for group in names)
+        if declared != tuple(tuple(group) for group in built):
+            raise ValueError(
+                "The plan mode's observation layout declared in schedgym.decision.features differs from the one "
+                f"this native engine computes: declared {declared}, built {tuple(built)}"
+            )
+        args = (
+            [(native, dict(params)) for _, native, params in rules],
+            int(max_plans),
+            int(queue_rows),
+            np.ascontiguousarray(estimate, dtype=np.float64),
+            np.ascontiguousarray(scale, dtype=np.float64),
+            np.ascontiguousarray(total, dtype=np.float64),
+            *(np.ascontiguousarray(a, dtype=np.float64) for a in scales),
+            int(max_subset),
+        )
+        self._core_args = args
+        self._core = self._new_core()
+        return self._core
+
+    def _new_core(self) -> Any:
+        from schedgym.sim import _engine
+
+        assert self._core_args is not None
+        # Python's sum() of floats is compensated from 3.12 on; the core sums as the Python running it does.
+        plan_core: Any = _engine.PlanCore  # (its arguments are the stored ones: the stub cannot check a tuple of them)
+        return plan_core(self._engine, *self._core_args, COMPENSATED_SUM)
+
+    def _progress(self) -> Any:
+        return None
+
+    def _resume(self, progress: Any) -> None:
+        self._core.attach()
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:
@@ -620,4 +698,11 @@ def _read_only(a: np.ndarray) -> np.ndarray:
     return a
 
 
-__all__ = ["ENGINE_VERSION", "NativeSimulator", "ReplayPhase", "ReplayState", "StepwiseNativeSimulator"]
+__all__ = [
+    "ENGINE_VERSION",
+    "NativeSimulator",
+    "PlanNativeSimulator",
+    "ReplayPhase",
+    "ReplayState",
+    "StepwiseNativeSimulator",
+]

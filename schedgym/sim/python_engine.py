@@ -132,7 +132,8 @@ class PythonSimulator(Simulator):
             if self._in_pass:
                 job = self._schedule_pass()
                 if job is not None:
-                    # Built after the pass, which restores the TE jobs it looked past to their queues.
+                    # Built after the pass. The pass takes only the jobs it starts out of their queues: this TE
+                    # job and those it looked past are still queued (queue_lengths, queued() list them).
                     request = self._request = self._make_request(job)
                     self.n_requests += 1
                     return request
@@ -226,15 +227,29 @@ class PythonSimulator(Simulator):
         return frozenset(self._running_on[node])
 
     def _queued(self, limit: int) -> tuple[list[Job], list[Job]]:
-        # The `limit` oldest of each shape's heap (jobs of one shape share their class), then of each class.
-        by_class: tuple[list[tuple[float, int]], list[tuple[float, int]]] = ([], [])
-        jobs = self.jobs
+        # Per class, a best-first walk of that class's shape heaps (jobs of one shape share their class): a
+        # frontier heap holds the heap entries whose parents have been taken, starting from every shape's root;
+        # taking the oldest (and adding its children, at 2p+1 and 2p+2) yields the class's jobs in queue order.
+        # Queue keys of one class compare as (submit time, index) under either discipline, and are unique.
+        # O(shapes + limit * log(shapes + limit)) per class; the rest of the queues is not read.
+        out: tuple[list[Job], list[Job]] = ([], [])
+        if limit == 0:
+            return out
+        queues = self._queues
+        frontier: tuple[list[tuple[tuple[Any, ...], int, int]], ...] = ([], [])
         for shape in self._nonempty:
-            out = by_class[0 if self._shape_te[shape] else 1]
-            for _, idx in heapq.nsmallest(limit, self._queues[shape]):
-                out.append((jobs[idx].spec.submit_time, idx))
-        te, be = (sorted(c)[:limit] for c in by_class)
-        return [jobs[i] for _, i in te], [jobs[i] for _, i in be]
+            frontier[0 if self._shape_te[shape] else 1].append((queues[shape][0][0], shape, 0))
+        jobs = self.jobs
+        for f, taken in zip(frontier, out, strict=True):
+            heapq.heapify(f)
+            while f and len(taken) < limit:
+                _, shape, pos = heapq.heappop(f)
+                q = queues[shape]
+                taken.append(jobs[q[pos][1]])
+                for child in (2 * pos + 1, 2 * pos + 2):
+                    if child < len(q):
+                        heapq.heappush(f, (q[child][0], shape, child))
+        return out
 
     @property
     def queue_lengths(self) -> tuple[int, int]:

@@ -323,10 +323,21 @@ class Simulator:
         raise NotImplementedError
 
     def queued(self, limit: int) -> tuple[list[Job], list[Job]]:
-        """(TE, BE): the up-to-``limit`` oldest jobs of each class waiting in the queues, each class in queue
-        order (submit time, then job index), their records up to date. A reserved TE job (waiting for its
-        victims' grace periods) is not waiting in a queue; the TE job of a pending request is (it is listed).
-        ``limit`` is an integer >= 0. Observation version 2's queue rows (:mod:`schedgym.decision.scalefree`)."""
+        """(TE, BE): the up-to-``limit`` oldest jobs of each class waiting in the queues now, each list in queue
+        order within its class (submit time, then job index: the queue key without its class part, under either
+        queue discipline), their records up to date (on the native engine, just those records).
+
+        Waiting means PENDING, submitted and not reserved. A TE job whose plan was accepted has left its queue
+        (:class:`~schedgym.sim.job.Job` ``nodes`` set while PENDING: it waits for its victims' grace periods)
+        and is not listed; a preempted job is back in its queue, with its own submit time, once its grace
+        period is over. The TE job of a pending request (between :meth:`advance` returning it and
+        :meth:`resolve`) is still in its queue on both engines, so it is listed, as are TE jobs the pass looked
+        past; so is it while the environment's native decision core has a decision in progress (the victims
+        chosen so far are preempted only when the decision is resolved). Changes nothing in the simulation.
+
+        ``limit`` is an integer >= 0 (:class:`~schedgym.errors.ConfigError` otherwise). It takes
+        O(shapes + limit * log(shapes + limit)) per class (a walk of the per-shape heaps, no sort of the queues).
+        Observation version 2's queue rows (:mod:`schedgym.decision.scalefree`)."""
         if not is_integer(limit) or limit < 0:
             raise ConfigError(f"Expected limit to be an integer >= 0, got {limit!r}")
         te, be = self._queued(int(limit))

@@ -23,9 +23,14 @@ import numpy as np
 from schedgym.errors import ConfigError
 from schedgym.sim.cluster import ClusterSpec
 from schedgym.sim.job import JobTable
+from schedgym.sim.simulator import is_number
 from schedgym.workloads.named import SPLITS, TRACE_WORKLOADS
 from schedgym.workloads.synthetic import PRESETS, SyntheticConfig, check_load, generate, preset
 from schedgym.workloads.trace import Workload, load_trace
+
+MAX_DURATION_SCALE = 1000.0
+"""largest te_duration_scale: TE durations stay far below schedgym.limits.MAX_TIME (the paper preset's longest
+TE job, 1 h, becomes about 42 days)"""
 
 VALIDATION_SEED0 = 100_000
 """Synthetic validation workloads are seeds 100,000, 100,001, ...; test workloads are seeds 0, 1, 2, ..."""
@@ -45,12 +50,14 @@ def workload_names() -> list[str]:
 class WorkloadSource:
     """A workload by name (``workload``) or a trace file (``trace``, which wins), with ``n_jobs`` per
     synthetic draw or trace window (None: the preset's own; for a trace window it is required) and, for a
-    synthetic workload, its offered GPU ``load`` (None: the preset's own)."""
+    synthetic workload, its offered GPU ``load`` (None: the preset's own) and ``te_duration_scale``, a factor on
+    the TE jobs' durations (their median, minimum and maximum; the arrival rate follows, as the load is kept)."""
 
     workload: str | None = "paper"
     trace: str | None = None
     n_jobs: int | None = None
     load: float | None = None
+    te_duration_scale: float = 1.0
 
     def __post_init__(self) -> None:
         if self.trace is None and self.workload not in workload_names():
@@ -59,6 +66,11 @@ class WorkloadSource:
             not isinstance(self.n_jobs, (int, np.integer)) or isinstance(self.n_jobs, bool) or self.n_jobs < 1
         ):
             raise ConfigError(f"Expected n_jobs to be an integer >= 1, got {self.n_jobs!r}")
+        scale = self.te_duration_scale
+        if not is_number(scale) or not 0 < scale <= MAX_DURATION_SCALE:
+            raise ConfigError(f"Expected te_duration_scale above 0 and at most {MAX_DURATION_SCALE:g}, got {scale!r}")
+        if scale != 1.0 and self.kind != "synthetic":
+            raise ConfigError(f"te_duration_scale applies to synthetic workloads; {self.name!r} is not one")
         if self.load is not None:
             check_load(self.load)
             if self.kind == "mix":
@@ -154,6 +166,12 @@ class WorkloadSource:
             overrides: dict[str, object] = {"n_jobs": self.n_jobs} if self.n_jobs is not None else {}
             if self.load is not None:
                 overrides["load"] = float(self.load)
+            if self.te_duration_scale != 1.0:
+                base = preset(str(self.workload))
+                k = float(self.te_duration_scale)
+                overrides["te_duration_median"] = base.te_duration_median * k
+                overrides["te_duration_min"] = base.te_duration_min * k
+                overrides["te_duration_max"] = base.te_duration_max * k
             config = preset(str(self.workload), **overrides)
             object.__setattr__(self, "_config", config)
         return config

@@ -22,6 +22,7 @@
 #include "decision.hpp"
 #include "engine.hpp"
 #include "numpy_rng.hpp"
+#include "plan_core.hpp"
 #include "rules.hpp"
 
 namespace nb = nanobind;
@@ -220,6 +221,57 @@ void init_env_core(PyEnvCore* self, nb::handle engine, int64_t max_candidates, F
   self->core = std::move(core);
 }
 
+// The bound plan-level decision core (schedgym.sim._engine.PlanCore): as PyEnvCore.
+struct PyPlanCore {
+  nb::object engine_obj;
+  PyEngine* engine = nullptr;
+  std::unique_ptr<schedgym::PlanCore> core;
+};
+
+std::vector<double> vector_1d(const F64In& a, const char* name) {
+  if (a.ndim() != 1) throw std::invalid_argument(std::string("Expected ") + name + " to be one-dimensional");
+  return std::vector<double>(a.data(), a.data() + a.shape(0));
+}
+
+void init_plan_core(PyPlanCore* self, nb::handle engine, nb::list rules, int64_t max_plans, int64_t queue_rows,
+                    F64In estimate, F64In scale, F64In total, F64In te_submit, F64In te_median, F64In be_submit,
+                    F64In be_median, int64_t max_subset, bool compensated_sum) {
+  if (!nb::isinstance<PyEngine>(engine)) throw nb::type_error("Expected engine to be a schedgym.sim._engine.Engine");
+  PyEngine* pe = nb::inst_ptr<PyEngine>(engine);
+  if (max_plans < 2 || max_plans > (1 << 20))
+    throw std::invalid_argument("Expected 2 <= max_plans <= 2**20, got " + std::to_string(max_plans));
+  if (queue_rows < 0 || queue_rows > (1 << 20))
+    throw std::invalid_argument("Expected 0 <= queue_rows <= 2**20, got " + std::to_string(queue_rows));
+  if (scale.ndim() != 1 || scale.shape(0) != 3 || total.ndim() != 1 || total.shape(0) != 3)
+    throw std::invalid_argument("Expected scale and total to have shape (3,)");
+  std::vector<std::unique_ptr<schedgym::Rule>> built;
+  for (nb::handle item : rules) {
+    nb::tuple pair = nb::cast<nb::tuple>(item);
+    if (nb::len(pair) != 2) throw std::invalid_argument("Expected rules as (name, params) pairs");
+    built.push_back(make_rule(nb::cast<std::string>(pair[0]), nb::cast<nb::dict>(pair[1])));
+  }
+  schedgym::RunningMedians medians;
+  medians.submit[0] = vector_1d(te_submit, "te_submit");
+  medians.median[0] = vector_1d(te_median, "te_median");
+  medians.submit[1] = vector_1d(be_submit, "be_submit");
+  medians.median[1] = vector_1d(be_median, "be_median");
+  std::vector<double> est = vector_1d(estimate, "estimate");
+  std::unique_ptr<schedgym::PlanCore> core;
+  {
+    std::lock_guard<std::mutex> lock(pe->mu);
+    core = std::make_unique<schedgym::PlanCore>(pe->engine.get(), std::move(built), static_cast<int>(max_plans),
+                                                static_cast<int>(queue_rows), std::move(est), scale.data(),
+                                                total.data(), std::move(medians), static_cast<int>(max_subset),
+                                                compensated_sum);
+  }
+  new (self) PyPlanCore();
+  self->engine_obj = nb::borrow<nb::object>(engine);
+  self->engine = pe;
+  self->core = std::move(core);
+}
+
+nb::list unflatten_log(const std::vector<int64_t>& flat);
+
 // The bound batch stepper (schedgym.sim._engine.BatchStepper): the stepper, the arrays it writes (kept alive
 // here) and the EnvCore objects attached to it (kept alive until replaced, so that a sub-environment reset
 // meanwhile frees nothing the stepper points to).
@@ -288,6 +340,20 @@ template <typename T>
 nb::list to_list(const std::vector<T>& v) {
   nb::list out;
   for (const T& x : v) out.append(x);
+  return out;
+}
+
+// A decision core's log, flattened (n_nodes, n_victims, nodes..., victims... per resolve), as [(nodes, victims)].
+nb::list unflatten_log(const std::vector<int64_t>& flat) {
+  nb::list out;
+  for (size_t i = 0; i + 1 < flat.size();) {
+    size_t nn = static_cast<size_t>(flat[i]), nv = static_cast<size_t>(flat[i + 1]);
+    i += 2;
+    nb::list nodes, victims;
+    for (size_t j = 0; j < nn; ++j) nodes.append(flat[i++]);
+    for (size_t j = 0; j < nv; ++j) victims.append(flat[i++]);
+    out.append(nb::make_tuple(nodes, victims));
+  }
   return out;
 }
 
@@ -642,16 +708,7 @@ NB_MODULE(_engine, m) {
               std::lock_guard<std::mutex> lock(s.engine->mu);
               flat = s.core->take_log();
             }
-            nb::list out;
-            for (size_t i = 0; i + 1 < flat.size();) {
-              size_t nn = static_cast<size_t>(flat[i]), nv = static_cast<size_t>(flat[i + 1]);
-              i += 2;
-              nb::list nodes, victims;
-              for (size_t j = 0; j < nn; ++j) nodes.append(flat[i++]);
-              for (size_t j = 0; j < nv; ++j) victims.append(flat[i++]);
-              out.append(nb::make_tuple(nodes, victims));
-            }
-            return out;
+            return unflatten_log(flat);
           },
           "The (nodes, victims) of every resolve made since the last call, in order (for replay).")
       .def_prop_ro(
@@ -677,6 +734,156 @@ NB_MODULE(_engine, m) {
           "Decisions offered so far.")
       .def_prop_ro("max_candidates", [](PyEnvCore& s) { return s.core->max_candidates(); })
       .def_prop_ro("observation_size", [](PyEnvCore& s) { return s.core->observation_size(); });
+
+  // ---------------------------------------------------------------- the plan-level protocol (plan_core.hpp)
+  m.def(
+      "plan_feature_names",
+      [](const std::vector<std::string>& rules) {
+        return nb::make_tuple(schedgym::plan_head_names(), schedgym::plan_queue_names(),
+                              schedgym::plan_row_names(rules));
+      },
+      "rules"_a,
+      "(head, queue row, plan row): the names of the features PlanCore computes, in observation order, with the "
+      "plan row's per-rule flags named after ``rules``.");
+  m.def(
+      "prefix_lower_medians",
+      [](F64In values) {
+        if (values.ndim() != 1) throw std::invalid_argument("Expected values to be one-dimensional");
+        const size_t n = values.shape(0);
+        std::vector<double> out(n);
+        schedgym::prefix_lower_medians(values.data(), n, out.data());
+        return to_numpy<double>(out.data(), n);
+      },
+      "values"_a,
+      "schedgym.decision.scalefree.prefix_lower_medians in C++: out[i] is the lower median of values[: i + 1] "
+      "(float64).");
+  m.def(
+      "python_sum",
+      [](F64In values, bool compensated) {
+        if (values.ndim() != 1) throw std::invalid_argument("Expected values to be one-dimensional");
+        return schedgym::py_sum(values.data(), values.shape(0), compensated);
+      },
+      "values"_a, "compensated"_a,
+      "sum(values) as PlanCore computes Python's sum() of floats: compensated as from Python 3.12 on, or not.");
+  nb::class_<PyPlanCore>(m, "PlanCore",
+                         "The plan-level decision protocol of schedgym.decision.plan_mode on an Engine's state "
+                         "(PreemptionPlan-v1's native path): the same options, masks and observations (version 2), "
+                         "computed in C++.")
+      .def("__init__", &init_plan_core, "engine"_a, "rules"_a, "max_plans"_a, "queue_rows"_a, "estimate"_a,
+           "scale"_a, "total"_a, "te_submit"_a, "te_median"_a, "be_submit"_a, "be_median"_a, "max_subset"_a,
+           "compensated_sum"_a,
+           "engine: the Engine to drive (nothing else may drive it meanwhile); rules: [(name, params)] of the native "
+           "rules whose plans are offered, in order (as Engine.run_rule takes them); estimate: one float64 factor "
+           "per job; scale, total: ScaleFreeObserver.scale and .total; te_submit, te_median, be_submit, be_median: "
+           "scalefree.WorkloadScales per class; max_subset: plans.MAX_SUBSET_CANDIDATES; compensated_sum: sum "
+           "floats as Python >= 3.12's sum() does.")
+      .def(
+          "next_decision",
+          [](PyPlanCore& s) {
+            nb::gil_scoped_release release;
+            std::lock_guard<std::mutex> lock(s.engine->mu);
+            return s.core->next_decision();
+          },
+          "Advance to the next request that offers a choice (True), declining those whose only option is to wait, "
+          "or to the end (False).")
+      .def(
+          "choose",
+          [](PyPlanCore& s, int64_t action) {
+            std::lock_guard<std::mutex> lock(s.engine->mu);
+            if (s.core->job() < 0) throw std::invalid_argument("choose() called with no decision pending");
+            const int64_t n = static_cast<int64_t>(s.core->n_options());
+            if (action < 0 || action >= n)
+              throw std::invalid_argument("Action " + std::to_string(action) + " is illegal; legal actions are 0.." +
+                                          std::to_string(n - 1));
+            return s.core->choose(static_cast<int>(action));
+          },
+          "action"_a,
+          "Resolve the request with option ``action``; returns the number of victims preempted (0 for wait). Call "
+          "next_decision() next.")
+      .def(
+          "attach",
+          [](PyPlanCore& s) {
+            std::lock_guard<std::mutex> lock(s.engine->mu);
+            return s.core->attach();
+          },
+          "Begin deciding the engine's pending request, if any (True); for an engine rebuilt by replay or copied.")
+      .def(
+          "observe",
+          [](PyPlanCore& s, F32Out out) {
+            if (out.shape(0) != static_cast<size_t>(s.core->observation_size()))
+              throw std::invalid_argument("Expected a float32 array of shape (" +
+                                          std::to_string(s.core->observation_size()) + ",)");
+            std::lock_guard<std::mutex> lock(s.engine->mu);
+            s.core->observe(out.data());
+          },
+          nb::arg("out").noconvert(), "Write the observation into out (float32, C-contiguous).")
+      .def(
+          "mask",
+          [](PyPlanCore& s, BoolOut out) {
+            if (out.shape(0) != static_cast<size_t>(s.core->max_plans()))
+              throw std::invalid_argument("Expected a bool array of shape (" + std::to_string(s.core->max_plans()) +
+                                          ",)");
+            std::lock_guard<std::mutex> lock(s.engine->mu);
+            s.core->mask(out.data());
+          },
+          nb::arg("out").noconvert(), "Write the legal actions into out (bool, shape (max_plans,)).")
+      .def(
+          "options",
+          [](PyPlanCore& s) {
+            std::lock_guard<std::mutex> lock(s.engine->mu);
+            nb::list out;
+            for (size_t i = 0; i < s.core->n_options(); ++i) {
+              const schedgym::PlanChoice& o = s.core->option(i);
+              out.append(nb::make_tuple(nb::tuple(to_list(o.plan.nodes)), nb::tuple(to_list(o.plan.victims)),
+                                        o.sources));
+            }
+            return out;
+          },
+          "[(nodes, victims, sources), ...]: the options of the decision, action i taking option i; sources is a "
+          "bit set (1: wait, 2 << r: rule r, 2 << n_rules: the per-node search).")
+      .def(
+          "medians",
+          [](PyPlanCore& s, double now) {
+            double out[2];
+            s.core->medians(now, out);
+            return std::make_pair(out[0], out[1]);
+          },
+          "now"_a, "scalefree.WorkloadScales.medians(now): (TE, BE).")
+      .def(
+          "take_log",
+          [](PyPlanCore& s) {
+            std::vector<int64_t> flat;
+            {
+              std::lock_guard<std::mutex> lock(s.engine->mu);
+              flat = s.core->take_log();
+            }
+            return unflatten_log(flat);
+          },
+          "The (nodes, victims) of every resolve made since the last call, in order (for replay).")
+      .def_prop_ro(
+          "job",
+          [](PyPlanCore& s) {
+            std::lock_guard<std::mutex> lock(s.engine->mu);
+            return s.core->job();
+          },
+          "The index of the TE job being decided, or -1.")
+      .def_prop_ro(
+          "n_options",
+          [](PyPlanCore& s) {
+            std::lock_guard<std::mutex> lock(s.engine->mu);
+            return s.core->n_options();
+          },
+          "Options of the decision, wait included (0 with none pending).")
+      .def_prop_ro(
+          "n_offered",
+          [](PyPlanCore& s) {
+            std::lock_guard<std::mutex> lock(s.engine->mu);
+            return s.core->n_offered();
+          },
+          "Decisions offered so far.")
+      .def_prop_ro("max_plans", [](PyPlanCore& s) { return s.core->max_plans(); })
+      .def_prop_ro("queue_rows", [](PyPlanCore& s) { return s.core->queue_rows(); })
+      .def_prop_ro("observation_size", [](PyPlanCore& s) { return s.core->observation_size(); });
 
   // ---------------------------------------------------------------- many decision steps at once (batch.hpp)
   nb::class_<PyBatch>(m, "BatchStepper",

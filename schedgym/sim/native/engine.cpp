@@ -796,23 +796,36 @@ bool Engine::fits(int n, int shape) const {
 }
 
 std::pair<std::vector<int>, std::vector<int>> Engine::queued(int64_t limit) const {
-  // The `limit` oldest of each shape's heap (jobs of one shape share their class), then the `limit` oldest of
-  // each class among those: O(shapes * queue length) at worst, no full sort.
-  std::vector<int> by_class[2];
-  auto older = [this](int a, int b) { return shape_q_after(b, a); };
-  for (int s : nonempty_.items()) {
-    const std::vector<int>& q = queues_[s];
-    std::vector<int>& out = by_class[shape_te_[s] ? 0 : 1];
-    size_t k = std::min(q.size(), static_cast<size_t>(limit));
-    std::vector<int> oldest(k);
-    std::partial_sort_copy(q.begin(), q.end(), oldest.begin(), oldest.end(), older);
-    out.insert(out.end(), oldest.begin(), oldest.end());
+  // Per class, a best-first walk of that class's shape heaps (jobs of one shape share their class): a frontier
+  // heap holds the heap nodes whose parents have been taken, starting from every shape's root, and taking the
+  // oldest of it (and adding its two children, at 2p+1 and 2p+2 as in every std:: heap) yields the class's
+  // jobs in queue order. O(shapes + limit * log(shapes + limit)) per class; the rest of the queues is not read.
+  struct Entry {
+    int job, shape;
+    size_t pos;
+  };
+  std::pair<std::vector<int>, std::vector<int>> out;
+  if (limit <= 0) return out;
+  std::vector<Entry> frontier[2];
+  for (int s : nonempty_.items()) frontier[shape_te_[s] ? 0 : 1].push_back({queues_[s].front(), s, 0});
+  auto after = [this](const Entry& a, const Entry& b) { return shape_q_after(a.job, b.job); };
+  for (int c = 0; c < 2; ++c) {
+    std::vector<Entry>& f = frontier[c];
+    std::vector<int>& taken = c == 0 ? out.first : out.second;
+    std::make_heap(f.begin(), f.end(), after);
+    while (!f.empty() && static_cast<int64_t>(taken.size()) < limit) {
+      std::pop_heap(f.begin(), f.end(), after);
+      Entry e = f.back();
+      f.pop_back();
+      taken.push_back(e.job);
+      const std::vector<int>& q = queues_[e.shape];
+      for (size_t child = 2 * e.pos + 1; child <= 2 * e.pos + 2 && child < q.size(); ++child) {
+        f.push_back({q[child], e.shape, child});
+        std::push_heap(f.begin(), f.end(), after);
+      }
+    }
   }
-  for (auto& v : by_class) {
-    std::sort(v.begin(), v.end(), older);
-    if (v.size() > static_cast<size_t>(limit)) v.resize(static_cast<size_t>(limit));
-  }
-  return {by_class[0], by_class[1]};
+  return out;
 }
 
 bool Engine::queue_less(int a, int b) const {

@@ -19,9 +19,10 @@
 namespace schedgym {
 
 // Bumped whenever the engine's behaviour changes; the Python side checks it.
-constexpr int ENGINE_VERSION = 4;  // 2: EnvCore; 3: declined TE shapes are offered again only when that could help;
+constexpr int ENGINE_VERSION = 6;  // 2: EnvCore; 3: declined TE shapes are offered again only when that could help;
                                   // 4: Engine.clone(), advance/run_declining/run_rule stop at a time `until`,
-                                  //    and a per-job restart overhead (restart=)
+                                  //    and a per-job restart overhead (restart=); 5: Engine.queued;
+                                  // 6: PlanCore (plan_core.hpp)
 
 // Job states, with the values of schedgym.sim.job.JobState.
 enum JobStateCode : int8_t { NOT_SUBMITTED = 0, PENDING = 1, RUNNING = 2, PREEMPTING = 3, COMPLETED = 4 };
@@ -130,7 +131,7 @@ class Engine {
   std::vector<std::pair<int, std::vector<int>>> candidates() const;
   std::vector<int> running_on(int node) const;  // ascending
   // The up-to-`limit` oldest jobs of each class waiting in the queues (not reserved), each class in queue order
-  // (submit time, then index): Simulator.queued.
+  // (submit time, then index): Simulator.queued. O(shapes + limit * log(shapes + limit)) per class.
   std::pair<std::vector<int>, std::vector<int>> queued(int64_t limit) const;
   std::vector<int> job_nodes(int job) const;    // where it runs, or is reserved
   const std::vector<int8_t>& state() const { return state_; }
@@ -148,6 +149,7 @@ class Engine {
   // Read-only views without copies, for EnvCore (decision.hpp), which reads a request's job and candidates on
   // every decision. Indices are not checked: callers pass valid node and job indices.
   int64_t max_preemptions() const { return config_.max_preemptions; }
+  const std::vector<double>& capacity() const { return capacity_; }  // n_nodes x 3, row-major
   const double* member(int job) const { return member_row(job); }  // per-node demand (3 values)
   int gang(int job) const { return gang_[job]; }
   double grace(int job) const { return grace_[job]; }

@@ -1,0 +1,301 @@
+"""Suites: fixed sets of workloads on which policies are compared, to see whether a policy carries over.
+
+A policy tuned or trained on ``paper`` may break on another cluster, load or trace, as an operator would try
+it on their own. The ``shifts`` suite (:data:`SUITES`) runs ``schedgym compare`` on each of its workloads, the
+same seeds for every policy, and reports per workload and policy the environment's objective (the mean
+weighted slowdown per job with ``te_weight`` and ``be_weight`` 1, :func:`~schedgym.experiments.figures.objective`)
+with its paired differences to fitgpp and k8s, and the Pareto verdicts against fitgpp and k8s on the four
+headline figures (:func:`~schedgym.experiments.compare.dominance`)::
+
+    schedgym compare --suite shifts --policies fitgpp,k8s,fifo,lookahead --markdown shifts.md
+
+Each entry is declared as data (:class:`SuiteEntry`); a workload's seeds are compare's test seeds (a bundled
+trace's test windows, as many as it has up to the seed count).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from schedgym._atomic import atomic_open
+from schedgym.errors import ConfigError
+from schedgym.experiments import stats
+from schedgym.experiments.compare import CompareConfig, ComparisonResult, dominance, run_comparison
+from schedgym.experiments.executors import ExecutorConfig
+from schedgym.experiments.figures import objective
+from schedgym.experiments.report import json_ready
+from schedgym.sim.simulator import SimConfig
+from schedgym.workloads.source import WorkloadSource
+from schedgym.workloads.synthetic import preset
+
+REFERENCES = ("fitgpp", "k8s")
+"""the rules every policy of a suite is judged against"""
+
+
+@dataclass(frozen=True)
+class SuiteEntry:
+    """One workload of a suite: what ``schedgym compare`` runs for it (None: compare's default)."""
+
+    name: str
+    """its row label"""
+    what: str
+    """what it tests"""
+    workload: str = "paper"
+    cluster: str | None = None
+    n_jobs: int | None = None
+    load: float | None = None
+    te_duration_scale: float = 1.0
+
+    def config(self, policies: Sequence[str], seeds: int, sim: SimConfig, max_jobs: int | None = None) -> CompareConfig:
+        """The comparison of ``policies`` on this workload: ``seeds`` seeds, or fewer where a bundled trace has
+        fewer test windows; ``max_jobs`` caps a synthetic workload's jobs (a quick look)."""
+        source = WorkloadSource(workload=self.workload)
+        available = source.n_evaluation("test")
+        n_jobs = self.n_jobs
+        if max_jobs is not None and source.kind == "synthetic":
+            n_jobs = min(n_jobs if n_jobs is not None else preset(self.workload).n_jobs, max_jobs)
+        return CompareConfig(
+            policies=tuple(policies),
+            workload=self.workload,
+            cluster=self.cluster,
+            seeds=seeds if available is None else min(seeds, available),
+            n_jobs=n_jobs,
+            load=self.load,
+            sim=sim,
+            te_duration_scale=self.te_duration_scale,
+        )
+
+
+SUITES: dict[str, tuple[SuiteEntry, ...]] = {
+    "shifts": (
+        SuiteEntry("paper", "the training distribution of the bundled agents: 16 x 8 GPUs, load 1.0"),
+        SuiteEntry("realistic", "heavier-tailed job sizes and grace periods, restart overheads", workload="realistic"),
+        SuiteEntry("paper load 0.8", "less contention", load=0.8),
+        SuiteEntry("paper load 1.2", "more contention: queues grow", load=1.2),
+        SuiteEntry("paper 4 nodes", "a small cluster (4 x 8 GPUs): few nodes to choose from", cluster="small"),
+        SuiteEntry("paper 64 nodes", "a large cluster (64 x 8 GPUs), arrivals scaled with it", cluster="large"),
+        SuiteEntry("paper 20,000 jobs", "workloads four times as long: delays that surface late", n_jobs=20_000),
+        SuiteEntry("paper TE x3", "TE jobs three times as long (the load kept)", te_duration_scale=3.0),
+        SuiteEntry("philly", "Philly's test windows on its own cluster", workload="philly"),
+        SuiteEntry(
+            "alibaba contended",
+            "Alibaba 2023's test windows on 3 of its nodes (18 GPUs), where they contend",
+            workload="alibaba2023",
+            cluster="alibaba2023-contended",
+        ),
+    ),
+}
+
+
+@dataclass(frozen=True)
+class SuiteRow:
+    """One policy on one workload: its objective (mean and 95% CI over seeds), the paired differences of its
+    objective to each reference (mean and CI half-width; NaN without the reference or a second seed), and
+    its verdicts against each reference ("" for the reference itself or without it)."""
+
+    entry: str
+    policy: str
+    seeds: int
+    objective: float
+    objective_ci95: float
+    diff: dict[str, tuple[float, float]]
+    verdict: dict[str, str]
+
+
+@dataclass
+class SuiteResult:
+    """A suite's comparisons, one per entry, in order, and their wall time in seconds."""
+
+    name: str
+    entries: tuple[SuiteEntry, ...]
+    comparisons: list[ComparisonResult]
+    wall_time: float
+
+    def rows(self) -> list[SuiteRow]:
+        """Every (workload, policy), workloads in the suite's order, policies in the command's."""
+        out = []
+        for entry, result in zip(self.entries, self.comparisons, strict=True):
+            summary = result.summary()["policies"]
+            per_policy = {name: [objective(s) for s in e["per_seed"]] for name, e in summary.items()}
+            for name, e in summary.items():
+                values = per_policy[name]
+                diff, verdict = {}, {}
+                for ref in REFERENCES:
+                    if ref not in per_policy or ref == name:
+                        diff[ref], verdict[ref] = (math.nan, math.nan), ""
+                        continue
+                    d = stats.paired(values, per_policy[ref])
+                    diff[ref] = (d["mean"], d["ci95"])
+                    verdict[ref] = dominance(e["paired"][ref]) if len(values) > 1 else ""
+                out.append(
+                    SuiteRow(
+                        entry=entry.name,
+                        policy=name,
+                        seeds=len(values),
+                        objective=stats.mean(values),
+                        objective_ci95=stats.ci95(values),
+                        diff=diff,
+                        verdict=verdict,
+                    )
+                )
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready: the suite, its wall time, each entry's comparison summary, and the table's rows."""
+        return {
+            "suite": self.name,
+            "wall_time_s": self.wall_time,
+            "entries": [
+                {"name": e.name, "what": e.what, "comparison": c.summary()}
+                for e, c in zip(self.entries, self.comparisons, strict=True)
+            ],
+            "rows": [
+                {
+                    "workload": r.entry,
+                    "policy": r.policy,
+                    "seeds": r.seeds,
+                    "objective": r.objective,
+                    "objective_ci95": r.objective_ci95,
+                    **{f"diff_vs_{ref}": r.diff[ref][0] for ref in REFERENCES},
+                    **{f"diff_vs_{ref}_ci95": r.diff[ref][1] for ref in REFERENCES},
+                    **{f"vs_{ref}": r.verdict[ref] for ref in REFERENCES},
+                }
+                for r in self.rows()
+            ],
+        }
+
+
+def suite_entries(name: str) -> tuple[SuiteEntry, ...]:
+    """The entries of suite ``name`` (ConfigError naming the suites if there is none)."""
+    try:
+        return SUITES[name]
+    except KeyError:
+        raise ConfigError(f"Unknown suite {name!r}; expected one of {sorted(SUITES)}") from None
+
+
+def suite_configs(
+    name: str, policies: Sequence[str], *, seeds: int = 20, sim: SimConfig | None = None, max_jobs: int | None = None
+) -> list[CompareConfig]:
+    """Every entry's comparison, checked before anything runs (unknown policies, limits)."""
+    sim = sim if sim is not None else SimConfig()
+    return [e.config(policies, seeds, sim, max_jobs) for e in suite_entries(name)]
+
+
+def run_suite(
+    name: str,
+    policies: Sequence[str],
+    *,
+    seeds: int = 20,
+    sim: SimConfig | None = None,
+    max_jobs: int | None = None,
+    executor: ExecutorConfig | str = "serial",
+    progress: bool | None = None,
+    clock: Callable[[], float] | None = None,
+) -> SuiteResult:
+    """Run suite ``name``: ``schedgym compare`` of ``policies`` on each workload (see :func:`suite_configs`).
+    The executor changes the time taken, never the results."""
+    import time
+
+    clock = clock if clock is not None else time.perf_counter
+    configs = suite_configs(name, policies, seeds=seeds, sim=sim, max_jobs=max_jobs)
+    start = clock()
+    results = [run_comparison(c, executor=executor, progress=progress) for c in configs]
+    entries = suite_entries(name)
+    if max_jobs is not None:  # the rows say what ran
+        entries = tuple(
+            replace(e, name=f"{e.name} ({c.n_jobs:,} jobs)") if c.n_jobs is not None and c.n_jobs != e.n_jobs else e
+            for e, c in zip(entries, configs, strict=True)
+        )
+    return SuiteResult(name, entries, results, clock() - start)
+
+
+def write_markdown(path: str, result: SuiteResult) -> None:
+    """:func:`markdown_table` into ``path`` (written whole, then renamed into place)."""
+    text = markdown_table(result)
+    with atomic_open(path) as fh:
+        fh.write(text)
+
+
+def write_json(path: str, result: SuiteResult) -> None:
+    """:meth:`SuiteResult.summary` as strict JSON (NaN as null), written whole."""
+    text = json.dumps(json_ready(result.summary()), indent=2, allow_nan=False) + "\n"
+    with atomic_open(path) as fh:
+        fh.write(text)
+
+
+def write_plot(path: str, result: SuiteResult) -> None:
+    """Each policy's objective per workload, with 95% CIs (needs matplotlib)."""
+    from schedgym.experiments.plotting import save_figure, suite_figure
+
+    save_figure(path, lambda: suite_figure(result), dpi=120)
+
+
+def _cell(mean: float, half: float, digits: int = 3) -> str:
+    if math.isnan(mean):
+        return "-"
+    return f"{mean:.{digits}f}" + ("" if math.isnan(half) else f" ± {half:.{digits}f}")
+
+
+def _diff_cell(mean: float, half: float) -> str:
+    if math.isnan(mean):
+        return ""
+    return f"{mean:+.3f}" + ("" if math.isnan(half) else f" ± {half:.3f}")
+
+
+def markdown_table(result: SuiteResult) -> str:
+    """One Markdown table: per workload and policy, the objective, its paired differences to fitgpp and k8s,
+    and the verdicts against them (better objective = lower)."""
+    head = ["workload", "policy", "seeds", "objective", *(f"vs {r}" for r in REFERENCES)]
+    head += [f"verdict vs {r}" for r in REFERENCES]
+    lines = [
+        "| " + " | ".join(head) + " |",
+        "|---|---|---:|---:|" + "---:|" * len(REFERENCES) + "---|" * len(REFERENCES),
+    ]
+    for r in result.rows():
+        cells = [r.entry, f"`{r.policy}`", str(r.seeds), _cell(r.objective, r.objective_ci95)]
+        cells += [_diff_cell(*r.diff[ref]) for ref in REFERENCES]
+        cells += [r.verdict[ref] for ref in REFERENCES]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def format_table(result: SuiteResult) -> str:
+    """The table for the terminal: the same columns as :func:`markdown_table`, aligned."""
+    head = ["workload", "policy", "seeds", "objective", *(f"vs {r}" for r in REFERENCES)]
+    head += [f"verdict vs {r}" for r in REFERENCES]
+    rows = [head]
+    for r in result.rows():
+        cells = [r.entry, r.policy, str(r.seeds), _cell(r.objective, r.objective_ci95)]
+        cells += [_diff_cell(*r.diff[ref]) for ref in REFERENCES]
+        cells += [r.verdict[ref] for ref in REFERENCES]
+        rows.append(cells)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    out = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    out.insert(1, "-" * len(out[0]))
+    out.append(
+        f"\nobjective: mean slowdown per job (te_weight = be_weight = 1), mean ± 95% CI over seeds; vs: paired "
+        f"difference (lower is better); verdict: TE p95, BE p50, BE p95, BE p99 paired. "
+        f"Suite {result.name!r} ran in {result.wall_time:.0f} s."
+    )
+    return "\n".join(out)
+
+
+__all__ = [
+    "REFERENCES",
+    "SUITES",
+    "SuiteEntry",
+    "SuiteResult",
+    "SuiteRow",
+    "format_table",
+    "markdown_table",
+    "run_suite",
+    "write_json",
+    "write_markdown",
+    "write_plot",
+    "suite_configs",
+    "suite_entries",
+]
