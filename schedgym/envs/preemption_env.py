@@ -117,8 +117,9 @@ class PreemptionEnv(gym.Env):
     max_candidates,), float32)`` victim by victim, ``Box(0, 1, (21 + 22 * queue_rows + 22 * max_plans,),
     float32)`` plan by plan. Multiplying every time of a workload by ``k > 0`` changes no observation, mask or
     decision; permuting the nodes permutes the option rows only. The layout is in ``docs/observation.md``
-    (generated from :func:`schedgym.decision.features.schema`). On the native engine, version 2 and the plan
-    mode run the decision protocol in Python (the simulation stays native).
+    (generated from :func:`schedgym.decision.features.schema`). On the native engine the plan mode's protocol
+    runs in C++ (``PlanCore``, bit for bit the Python specification's observations); the victim mode with
+    version 2 runs its protocol in Python (the simulation stays native).
 
     ## Rewards
     A weighted sum of named parts, each reported in ``info`` (``reward_te``, ``reward_be``,
