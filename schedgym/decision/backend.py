@@ -238,7 +238,53 @@ class PythonBackend(DecisionBackend):
         return len(plan.victims)
 
 
-class NativeBackend(DecisionBackend):
+class CoreBackend(DecisionBackend):
+    """What the two protocols in C++ share: a decision core (``EnvCore`` or ``PlanCore``) that belongs to the
+    native simulator (which pickles and clones it by replay), so that this object holds nothing the simulator
+    does not; the core answers the job, the mask and the observation, the simulator advances and chooses."""
+
+    sim: StepwiseNativeSimulator
+    _core: Any
+
+    @property
+    def core(self) -> Any:
+        """The C++ decision core (``schedgym.sim._engine.EnvCore`` or ``PlanCore``)."""
+        return self._core
+
+    @property
+    def job(self) -> int:
+        job: int = self._core.job
+        return job
+
+    # The core is the simulator's (pickled by replay, rebuilt by its __setstate__); this object keeps a
+    # reference for speed (each step reads it a few times), taken again from the simulator after a copy.
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        del state["_core"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._core = self.sim.core
+
+    @property
+    def request(self) -> PreemptionRequest | None:
+        return self.sim.pending_request if self.job >= 0 else None
+
+    def mask_into(self, out: np.ndarray) -> None:
+        self._core.mask(out)
+
+    def observe_into(self, out: np.ndarray) -> None:
+        self._core.observe(out)
+
+    def _advance(self) -> bool:
+        return self.sim.next_decision()
+
+    def _choose(self, action: int) -> int:
+        return self.sim.choose(action)
+
+
+class NativeBackend(CoreBackend):
     """The protocol in C++ (``EnvCore``) on a :class:`~schedgym.sim.native_engine.StepwiseNativeSimulator`:
     the same rows, plans and bit-identical observations. The core belongs to the simulator (which pickles
     and clones it by replay), so this object holds nothing the simulator does not."""
@@ -259,34 +305,9 @@ class NativeBackend(DecisionBackend):
         )
 
     @property
-    def core(self) -> Any:
-        """The C++ decision core (``schedgym.sim._engine.EnvCore``), for the native batch stepper."""
-        return self._core
-
-    @property
-    def job(self) -> int:
-        job: int = self._core.job
-        return job
-
-    @property
     def n_rows(self) -> int:
         n: int = self._core.n_rows
         return n
-
-    # The core is the simulator's (pickled by replay, rebuilt by its __setstate__); this object keeps a
-    # reference for speed (each step reads it a few times), taken again from the simulator after a copy.
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        del state["_core"]
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._core = self.sim.core
-
-    @property
-    def request(self) -> PreemptionRequest | None:
-        return self.sim.pending_request if self.job >= 0 else None
 
     def rows(self) -> list[tuple[Job, int]]:
         rows = self._core.rows()
@@ -299,20 +320,8 @@ class NativeBackend(DecisionBackend):
     def targets(self) -> list[int]:
         return list(self._core.targets())
 
-    def mask_into(self, out: np.ndarray) -> None:
-        self._core.mask(out)
-
-    def observe_into(self, out: np.ndarray) -> None:
-        self._core.observe(out)
-
     def view(self) -> NativeDecision | None:
         return NativeDecision(self) if self.job >= 0 else None
-
-    def _advance(self) -> bool:
-        return self.sim.next_decision()
-
-    def _choose(self, action: int) -> int:
-        return self.sim.choose(action)
 
     def note_batch_step(self, n_decisions: int, accrued: Sequence[float], done: bool, resolved: bool) -> None:
         """Record a step the native batch stepper took (``schedgym/sim/native/batch.cpp``): what :meth:`step`
@@ -370,7 +379,7 @@ class NativeDecision:
         return check_action(action, self._backend.n_rows)
 
 
-class NativePlanBackend(DecisionBackend):
+class NativePlanBackend(CoreBackend):
     """The plan-level protocol in C++ (``PlanCore``) on a :class:`~schedgym.sim.native_engine.PlanNativeSimulator`:
     the options, masks and bit-identical observations of :mod:`schedgym.decision.plan_mode`. The encoder is the
     Python one (:class:`~schedgym.decision.plan_mode.PlanEncoder`): its estimate factors, capacity scales and
@@ -403,32 +412,9 @@ class NativePlanBackend(DecisionBackend):
         self._sources = (WAIT, *(name for name, _ in encoder.rules), PER_NODE)
 
     @property
-    def core(self) -> Any:
-        """The C++ decision core (``schedgym.sim._engine.PlanCore``)."""
-        return self._core
-
-    @property
-    def job(self) -> int:
-        job: int = self._core.job
-        return job
-
-    @property
     def n_rows(self) -> int:
         n: int = self._core.n_options
         return max(n - 1, 0)
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        del state["_core"]
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._core = self.sim.core
-
-    @property
-    def request(self) -> PreemptionRequest | None:
-        return self.sim.pending_request if self.job >= 0 else None
 
     def rows(self) -> list[tuple[Job, int]]:
         return []
@@ -438,12 +424,6 @@ class NativePlanBackend(DecisionBackend):
 
     def targets(self) -> list[int]:
         return []
-
-    def mask_into(self, out: np.ndarray) -> None:
-        self._core.mask(out)
-
-    def observe_into(self, out: np.ndarray) -> None:
-        self._core.observe(out)
 
     def options(self) -> list[PlanOption]:
         """The options of the decision in progress, as :func:`~schedgym.decision.plans.plan_options` lists them
@@ -459,12 +439,6 @@ class NativePlanBackend(DecisionBackend):
 
     def view(self) -> NativePlanDecision | None:
         return NativePlanDecision(self) if self.job >= 0 else None
-
-    def _advance(self) -> bool:
-        return self.sim.next_decision()
-
-    def _choose(self, action: int) -> int:
-        return self.sim.choose(action)
 
 
 class NativePlanDecision(PlanDecision):
@@ -572,6 +546,7 @@ def open_backend(
 
 
 __all__ = [
+    "CoreBackend",
     "DecisionBackend",
     "NativeBackend",
     "NativeDecision",
