@@ -28,7 +28,7 @@ import gymnasium as gym
 import numpy as np
 
 import schedgym  # noqa: F401  (registers the environments)
-from schedgym.decision.backend import NativeBackend, NativePlanBackend, PythonBackend
+from schedgym.decision.backend import CoreBackend, PythonBackend
 from schedgym.decision.batch import NativeBatch
 from schedgym.envs.preemption_env import PreemptionEnv
 
@@ -80,7 +80,7 @@ class Timers:
 def run_schedgym(env_id: str, seconds: float, seed: int, profile: bool, **kwargs) -> dict:
     env = gym.make(env_id, **kwargs)
     raw: PreemptionEnv = env.unwrapped  # type: ignore[assignment]
-    backends = (NativeBackend, NativePlanBackend, PythonBackend)
+    backends = (CoreBackend, PythonBackend)  # the classes that define _advance and observe_into
     timers = (
         Timers(
             {

@@ -18,6 +18,8 @@ environment (:mod:`schedgym.envs`) and learned agents deciding inside the simula
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from schedgym.decision.features import PLAN_RULES
@@ -29,9 +31,12 @@ from schedgym.sim.job import Job, JobTable
 from schedgym.sim.policy import Policy, PreemptionPlan, PreemptionRequest
 
 
-def plan_rules() -> list[tuple[str, Policy]]:
+@functools.cache
+def plan_rules() -> tuple[tuple[str, Policy], ...]:
     """The rules of :data:`PLAN_RULES`, built by name through :mod:`schedgym.registry` (they are registered by
-    the ``baselines`` package; ``schedgym`` does not import it). Both are deterministic."""
+    the ``baselines`` package; ``schedgym`` does not import it). Built once per process and shared by every
+    encoder: both rules are deterministic and keep no state between requests, and building them through the
+    registry took a fifth of a plan-mode reset."""
     from schedgym.registry import make_policy  # the registry loads the registered packages on first use
 
     rules = []
@@ -39,7 +44,7 @@ def plan_rules() -> list[tuple[str, Policy]]:
         rule = make_policy(name)
         rule.reset(np.random.default_rng(0))
         rules.append((name, rule))
-    return rules
+    return tuple(rules)
 
 
 class PlanEncoder:
