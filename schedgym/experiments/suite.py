@@ -82,7 +82,12 @@ class SuiteEntry:
 SUITES: dict[str, tuple[SuiteEntry, ...]] = {
     "shifts": (
         SuiteEntry("paper", "the training distribution of the bundled agents: 16 x 8 GPUs, load 1.0"),
-        SuiteEntry("realistic", "heavier-tailed job sizes and grace periods, restart overheads", workload="realistic"),
+        SuiteEntry(
+            "realistic",
+            "the same jobs, with grace periods and restart overheads that grow with a job's GPUs "
+            "(7 s at 1 GPU to 60 s at 16)",
+            workload="realistic",
+        ),
         SuiteEntry("paper load 0.8", "less contention", load=0.8),
         SuiteEntry("paper load 1.2", "more contention: queues grow", load=1.2),
         SuiteEntry("paper 4 nodes", "a small cluster (4 x 8 GPUs): few nodes to choose from", cluster="small"),
