@@ -203,12 +203,7 @@ JOB_FEATURES_V2: tuple[Feature, ...] = (
     Feature("missing_mem_gb", "the same for memory"),
 )
 CLUSTER_FEATURES_V2: tuple[Feature, ...] = (
-    Feature("unused_gpus", "GPUs no running or grace-period job occupies, fraction of the cluster's"),
-    Feature("unused_cpus", "the same for CPUs"),
-    Feature("unused_mem_gb", "the same for memory"),
-    Feature("reserved_gpus", "unused GPUs set aside for reserved TE jobs, fraction of the cluster's"),
-    Feature("reserved_cpus", "the same for CPUs"),
-    Feature("reserved_mem_gb", "the same for memory"),
+    *CLUSTER_FEATURES[:6],  # unused and reserved resources: fractions of the cluster's, scale-free already
     Feature("queued_te", "TE jobs waiting (reserved ones included) per node, squashed x / (x + 1)"),
     Feature("queued_be", "BE jobs waiting per node, squashed x / (x + 1)"),
     Feature("running_be", "preemptible BE jobs running per node, squashed x / (x + 1)"),
