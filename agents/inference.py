@@ -47,6 +47,7 @@ __all__ = [
     "RowScorerNetwork",
     "load_policy_network",
     "load_rllib_network",
+    "read_npz",
     "rllib_network",
 ]
 
@@ -401,13 +402,19 @@ MAX_NPZ_BYTES = 1 << 30  # an exported actor of 64 x 64 units is ~70 kB; this re
 
 def load_rllib_network(path: str | Path) -> RLlibActorNetwork:
     """Read an actor exported by :func:`agents.rllib_export.save_actor` (``.npz``), checked by
-    :func:`rllib_network`. Its arrays are read as ``np.load`` with ``allow_pickle=False`` reads them (nothing in
-    the file is executed), each header checked first (:meth:`_Archive.read_array`)."""
+    :func:`rllib_network`."""
+    return rllib_network(read_npz(path, "an actor exported by 'schedgym train --algo rllib_ppo'"), str(path))
+
+
+def read_npz(path: str | Path, what: str) -> dict[str, np.ndarray]:
+    """The arrays of an ``.npz`` file, read as ``np.load`` with ``allow_pickle=False`` reads them (nothing in
+    the file is executed), each header checked first (:meth:`_Archive.read_array`); a file that is not one is a
+    :class:`SchedGymError` saying it is not ``what``."""
     where = str(path)
     try:
         with open_input(path, "model") as fh:
             if os.fstat(fh.fileno()).st_size > MAX_NPZ_BYTES:
-                raise SchedGymError(f"{where}: more than {MAX_NPZ_BYTES:,} bytes, not an exported actor")
+                raise SchedGymError(f"{where}: more than {MAX_NPZ_BYTES:,} bytes, not {what}")
             with zipfile.ZipFile(fh) as npz:
                 archive, arrays = _Archive(npz, where), {}
                 for info in npz.infolist():
@@ -420,8 +427,8 @@ def load_rllib_network(path: str | Path) -> RLlibActorNetwork:
     except OSError as exc:
         raise SchedGymError(f"{where}: cannot read the model ({exc.strerror or exc})") from None
     except (ValueError, zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError):
-        raise SchedGymError(f"{where}: not an actor exported by 'schedgym train --algo rllib_ppo'") from None
-    return rllib_network(arrays, where)
+        raise SchedGymError(f"{where}: not {what}") from None
+    return arrays
 
 
 def rllib_network(arrays: dict[str, np.ndarray], where: str = "the exported actor") -> RLlibActorNetwork:

@@ -55,6 +55,10 @@ ALGOS: dict[str, tuple[str, str, bool]] = {
     # RLlib's PPO with schedgym's masked module (schedgym/rllib/); trained by agents.rllib_train, saved as .npz
     "rllib_ppo": ("ray.rllib.algorithms.ppo", "PPO", True),
 }
+EVOLVED = "evolved"
+"""the algorithm name of an agent searched by :mod:`agents.evolve` (a plan-mode scorer, ``.npz``)"""
+NPZ_ALGOS = ("rllib_ppo", EVOLVED)
+"""algorithms whose models are ``.npz`` files"""
 
 
 def algo_class(algo: str) -> Any:
@@ -164,9 +168,9 @@ class LearnedPolicy(Policy):
                 return plan
 
 
-def load_agent(path: str | Path, name: str | None = None) -> LearnedPolicy:
+def load_agent(path: str | Path, name: str | None = None) -> Policy:
     """The agent saved at ``path`` by ``schedgym train`` (``.zip``, or ``.npz`` for ``rllib_ppo``, and its
-    ``.json``), evaluated in numpy."""
+    ``.json``) or by ``python -m agents.evolve`` (``.npz``), evaluated in numpy."""
     from agents.inference import load_policy_network, load_rllib_network
 
     given = str(path)
@@ -182,11 +186,15 @@ def load_agent(path: str | Path, name: str | None = None) -> LearnedPolicy:
     if not meta_path.exists():
         raise SchedGymError(f"No {meta_path.name} beside {given}: was it saved by 'schedgym train'?")
     algo, config = describe(meta_path)
-    if (path.suffix == ".npz") != (algo == "rllib_ppo"):
+    if (path.suffix == ".npz") != (algo in NPZ_ALGOS):
         raise SchedGymError(
             f"{given}: its {meta_path.name} says algorithm {algo!r}, which saves "
-            f"{'.npz' if algo == 'rllib_ppo' else '.zip'} models, not {path.suffix}"
+            f"{'.npz' if algo in NPZ_ALGOS else '.zip'} models, not {path.suffix}"
         )
+    if algo == EVOLVED:
+        from agents.evolve import load_evolved
+
+        return load_evolved(path, _read_meta(meta_path), config, name=name if name is not None else path.stem)
     network: Any
     if algo == "rllib_ppo":
         network = load_rllib_network(path)
@@ -223,8 +231,8 @@ def describe(meta_path: Path) -> tuple[str, Any]:
                 f"{meta_path}: not a schedgym agent description (expected {key!r} to be a JSON "
                 f"{'string' if kind is str else 'object'}, got {value!r})"
             )
-    if algo not in ALGOS:
-        raise SchedGymError(f"{meta_path}: unknown algorithm {algo!r}; expected one of {sorted(ALGOS)}")
+    if algo not in ALGOS and algo != EVOLVED:
+        raise SchedGymError(f"{meta_path}: unknown algorithm {algo!r}; expected one of {sorted([*ALGOS, EVOLVED])}")
     env_id = schedgym.SUPERSEDED.get(str(env_id), str(env_id))  # the same spaces under a newer version
     if env_id not in gym.registry or not str(env_id).startswith("schedgym/"):
         raise SchedGymError(f"{meta_path}: unknown environment {env_id!r}; expected a schedgym/ id")
@@ -277,7 +285,7 @@ def verify_bundled(name: str = "ppo") -> None:
         check_file(name, path, BUNDLED_SHA256[path.name])
 
 
-def bundled_agent(name: str = "ppo") -> LearnedPolicy:
+def bundled_agent(name: str = "ppo") -> Policy:
     """Registry factory of a bundled agent, verified against its recorded SHA-256 sums first."""
     verify_bundled(name)
     return load_agent(BUNDLED[name], name=name)

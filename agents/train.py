@@ -674,7 +674,10 @@ def write_meta(path: Path, config: TrainConfig, extra: dict[str, Any]) -> None:
 
 def load(path: str | Path) -> LearnedPolicy:
     """A saved run's model (``model.zip`` or ``best_model.zip``) as a policy."""
-    return load_agent(path)
+    policy = load_agent(path)
+    if not isinstance(policy, LearnedPolicy):
+        raise SchedGymError(f"{path}: not a model saved by 'schedgym train'")
+    return policy
 
 
 __all__ = [

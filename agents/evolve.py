@@ -1,0 +1,628 @@
+"""Searching a plan-mode policy without a teacher: ``python -m agents.evolve --out DIR`` (docs/evolve.md).
+
+The policy (:class:`PlanScoreNetwork`) scores every option row of a ``schedgym/PreemptionPlan-v1`` request and
+takes the legal row of the highest score. Its parameters are searched on whole episodes, with no teacher:
+
+- ``--method coordinate``: each generation tries every single-weight move of the linear part against the
+  current weights on the same fresh training workloads and keeps the best if it beats them;
+- ``--method es``: OpenAI's evolution strategies (Salimans et al., 2017): ``population`` antithetic pairs of
+  Gaussian noise, centred ranks, an Adam step.
+
+The return of a preemption decision depends mostly on the workload that follows, not on the decision (Mao et
+al., ICLR 2019). Every candidate of a generation is played on the *same* workloads (``reset(seed=...)``
+replays a workload exactly) and judged against fitgpp's and k8s's figures on them, so the workloads' own
+variance cancels: the input-driven baseline, taken per episode. The search optimises what the project
+evaluates (:func:`fitness`): the objective relative to fitgpp's, minus ``tail_weight`` times each headline
+figure's relative excess over the better rule's. Training workloads are seeds from 1,000,000, fresh each
+generation; the checkpoint written is the one of the best validation fitness (seeds from 100,000); the test
+seeds 0-99,999 are never seen.
+
+The network starts as fitgpp (only ``by_fitgpp`` weighs: fitgpp's plan scores highest, ties go to row 0, wait,
+as fitgpp declines). Everything is a pure function of the configuration: the noise comes from one generator
+seeded by ``seed``, the process pool returns results in submission order, and an episode is a pure function of
+(parameters, workload seed). The output folder gets ``agent.npz`` and ``agent.json`` (``mine:DIR/agent.npz``
+loads them, :func:`agents.learned.load_agent`) and ``training.json`` (the validation curve), as one set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from schedgym.decision.features import N_HEAD_V2, PLAN_FEATURES, QUEUE_FEATURES
+from schedgym.decision.plan_mode import PlanDecision, PlanPolicy
+from schedgym.errors import ConfigError, SchedGymError
+
+PLAN_WIDTH = len(PLAN_FEATURES)
+QUEUE_WIDTH = len(QUEUE_FEATURES)
+ROW_NAMES = tuple(f.name for f in PLAN_FEATURES)
+TRAIN_SEED0 = 1_000_000
+"""training workloads: seeds 1,000,000, 1,000,001, ... (the project's train range)"""
+VALIDATION_SEED0 = 100_000
+"""validation workloads: seeds 100,000, ... (test seeds, 0-99,999, are never used here)"""
+FIGURES = ("te_p95", "be_p50", "be_p95", "be_p99")
+ENV_ID = "schedgym/PreemptionPlan-v1"
+
+
+# ---------------------------------------------------------------------------------------------- the network
+@dataclass(frozen=True, eq=False)
+class PlanScoreNetwork:
+    """``score_i = w . row_i + v . tanh(W [head, context, row_i] + b)`` for every option row ``i``; the legal
+    row of the highest score is taken (the first on a tie). ``context`` is the mean of each row feature over
+    the legal rows. With ``hidden`` 0 the score is linear in the row.
+
+    The parameters are one flat float64 vector (:meth:`n_params`, :meth:`with_params`), the form the search
+    perturbs."""
+
+    max_plans: int
+    queue_rows: int
+    hidden: int
+    params: np.ndarray
+    row_mean: np.ndarray
+    """per row feature: the mean over the legal rows of fitgpp's requests on training workloads"""
+    row_scale: np.ndarray
+    """per row feature: the standard deviation there (1 where it is 0): scores read standardised rows, so that
+    one step of the search means as much for every feature"""
+
+    @staticmethod
+    def n_params(hidden: int) -> int:
+        n_in = N_HEAD_V2 + 2 * PLAN_WIDTH
+        return PLAN_WIDTH + (hidden * n_in + hidden + hidden if hidden else 0)
+
+    @classmethod
+    def fitgpp(cls, max_plans: int, queue_rows: int, hidden: int, row_mean: np.ndarray, row_scale: np.ndarray
+               ) -> PlanScoreNetwork:  # fmt: skip
+        """The network that takes fitgpp's plan whenever fitgpp proposes one, else waits (the row of fitgpp's
+        plan scores 1 above every other; ties go to row 0, wait)."""
+        params = np.zeros(cls.n_params(hidden))
+        at = ROW_NAMES.index("by_fitgpp")
+        params[at] = row_scale[at]
+        return cls(max_plans, queue_rows, hidden, params, np.asarray(row_mean, float), np.asarray(row_scale, float))
+
+    def with_params(self, params: np.ndarray) -> PlanScoreNetwork:
+        return dataclasses.replace(self, params=np.asarray(params, dtype=np.float64))
+
+    def scores(self, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """Scores (max_plans,) of one observation; illegal rows -inf."""
+        n_queue = 2 * self.queue_rows * QUEUE_WIDTH
+        head = obs[:N_HEAD_V2].astype(np.float64)
+        rows = obs[N_HEAD_V2 + n_queue :].reshape(self.max_plans, PLAN_WIDTH).astype(np.float64)
+        rows = (rows - self.row_mean) / self.row_scale
+        p = self.params
+        score = rows @ p[:PLAN_WIDTH]
+        if self.hidden:
+            h, n_in = self.hidden, N_HEAD_V2 + 2 * PLAN_WIDTH
+            at = PLAN_WIDTH
+            w = p[at : at + h * n_in].reshape(h, n_in)
+            at += h * n_in
+            b = p[at : at + h]
+            v = p[at + h : at + 2 * h]
+            legal = rows[mask]
+            context = legal.mean(axis=0) if len(legal) else np.zeros(PLAN_WIDTH)
+            fixed = w[:, : N_HEAD_V2 + PLAN_WIDTH] @ np.concatenate([head, context]) + b
+            score = score + np.tanh(rows @ w[:, N_HEAD_V2 + PLAN_WIDTH :].T + fixed) @ v
+        return np.where(mask, score, -np.inf)
+
+    def act(self, obs: np.ndarray, mask: np.ndarray) -> int:
+        return int(np.argmax(self.scores(obs, mask)))
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """What ``agent.npz`` holds."""
+        return {"params": self.params, "row_mean": self.row_mean, "row_scale": self.row_scale}
+
+    def spec(self) -> dict[str, Any]:
+        """What ``agent.json`` holds of the network besides the arrays."""
+        return {"max_plans": self.max_plans, "queue_rows": self.queue_rows, "hidden": self.hidden}
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray], spec: dict[str, Any]) -> PlanScoreNetwork:
+        """The network of :meth:`arrays` and :meth:`spec`; ValueError if they do not fit together."""
+        hidden, max_plans, queue_rows = int(spec["hidden"]), int(spec["max_plans"]), int(spec["queue_rows"])
+        if hidden < 0 or max_plans < 2 or queue_rows < 0:
+            raise ValueError(f"bad network description {spec!r}")
+        params = np.asarray(arrays["params"], dtype=np.float64)
+        row_mean = np.asarray(arrays["row_mean"], dtype=np.float64)
+        row_scale = np.asarray(arrays["row_scale"], dtype=np.float64)
+        shapes = (params.shape, row_mean.shape, row_scale.shape)
+        if shapes != ((cls.n_params(hidden),), (PLAN_WIDTH,), (PLAN_WIDTH,)):
+            raise ValueError(f"expected {cls.n_params(hidden)} parameters and {PLAN_WIDTH} row statistics")
+        if not (np.isfinite(params).all() and np.isfinite(row_mean).all() and (row_scale > 0).all()):
+            raise ValueError("parameters must be finite and row scales positive")
+        return cls(max_plans, queue_rows, hidden, params, row_mean, row_scale)
+
+
+class EvolvedPolicy(PlanPolicy):
+    """A :class:`PlanScoreNetwork` deciding inside the simulator (``compare``, ``mine:DIR/agent.npz``), numpy
+    only, as the environment ``schedgym/PreemptionPlan-v1`` it was searched on shows each request."""
+
+    name = "evolved"
+
+    def __init__(self, network: PlanScoreNetwork, *, estimate_noise: float = 0.3, name: str = "evolved") -> None:
+        self.network = network
+        self.name = name
+        super().__init__(max_plans=network.max_plans, queue_rows=network.queue_rows, estimate_noise=estimate_noise)
+
+    def __repr__(self) -> str:
+        return f"EvolvedPolicy(name={self.name!r}, hidden={self.network.hidden})"
+
+    def choose(self, decision: PlanDecision) -> int:
+        return self.network.act(decision.observe(), decision.mask())
+
+
+def load_evolved(path: Path, meta: dict[str, Any], config: Any, *, name: str) -> EvolvedPolicy:
+    """The agent of ``path`` (``agent.npz``) described by ``meta`` (its ``agent.json``, read by
+    :func:`agents.learned.load_agent`) for the environment configuration ``config``; a file that is not one is
+    a :class:`SchedGymError`."""
+    from agents.inference import read_npz
+
+    arrays = read_npz(path, "an agent saved by 'python -m agents.evolve'")
+    spec = meta.get("network")
+    try:
+        if not isinstance(spec, dict):
+            raise ValueError("no network description")
+        network = PlanScoreNetwork.from_arrays(arrays, spec)
+    except (KeyError, TypeError, ValueError, ConfigError) as exc:
+        raise SchedGymError(f"{path}: not an agent saved by 'python -m agents.evolve' ({exc})") from None
+    if config.action_mode != "plan" or (network.max_plans, network.queue_rows) != (config.max_plans, config.queue_rows):
+        raise SchedGymError(
+            f"{path}: the network reads {network.max_plans} plan rows and {network.queue_rows} queue rows, but its "
+            f"environment ({meta.get('env_id')}) shows {config.max_plans} and {config.queue_rows}"
+        )
+    policy = EvolvedPolicy(network, estimate_noise=config.estimate_noise, name=name)
+    policy.queue = config.sim.queue
+    return policy
+
+
+# ---------------------------------------------------------------------------------------------- configuration
+@dataclass(frozen=True)
+class EvolveConfig:
+    """The search (``python -m agents.evolve --help`` gives each as an option)."""
+
+    method: str = "es"
+    """``es`` (OpenAI evolution strategies) or ``coordinate`` (coordinate search of the linear part)"""
+    workload: str = "paper"
+    n_jobs: int = 5000
+    estimate_noise: float = 0.3
+    hidden: int = 0
+    generations: int = 100
+    population: int = 16
+    """antithetic pairs per generation"""
+    sigma: float = 0.1
+    learning_rate: float = 0.03
+    seeds_per_generation: int = 4
+    validation_seeds: int = 10
+    validate_every: int = 5
+    tail_weight: float = 1.0
+    seed: int = 0
+    workers: int = 2
+
+    def __post_init__(self) -> None:
+        if self.method not in ("es", "coordinate"):
+            raise ConfigError(f"Expected method 'es' or 'coordinate', got {self.method!r}")
+        for name in ("n_jobs", "generations", "population", "seeds_per_generation", "validation_seeds",
+                     "validate_every", "workers"):  # fmt: skip
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"Expected {name} >= 1, got {value!r}")
+        for name in ("hidden", "seed"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ConfigError(f"Expected {name} >= 0, got {value!r}")
+        for name in ("sigma", "learning_rate"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and np.isfinite(value) and value > 0):
+                raise ConfigError(f"Expected {name} > 0, got {value!r}")
+        for name in ("tail_weight", "estimate_noise"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and np.isfinite(value) and value >= 0):
+                raise ConfigError(f"Expected {name} >= 0, got {value!r}")
+
+    def validation(self) -> list[int]:
+        return list(range(VALIDATION_SEED0, VALIDATION_SEED0 + self.validation_seeds))
+
+    def training(self, generation: int) -> list[int]:
+        at = TRAIN_SEED0 + generation * self.seeds_per_generation
+        return list(range(at, at + self.seeds_per_generation))
+
+    def command(self) -> str:
+        defaults = EvolveConfig()
+        parts = ["python -m agents.evolve --out DIR"]
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value != getattr(defaults, f.name):
+                parts.append(f"--{f.name.replace('_', '-')} {value}")
+        return " ".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------- episodes
+_WORKER: dict[str, Any] = {}
+
+
+def _env(config: EvolveConfig) -> Any:
+    key = (config.workload, config.n_jobs, config.estimate_noise)
+    if _WORKER.get("key") != key:
+        import gymnasium as gym
+
+        import schedgym  # noqa: F401  (registers the environments)
+
+        env = gym.make(ENV_ID, workload=config.workload, n_jobs=config.n_jobs,
+                       estimate_noise=config.estimate_noise).unwrapped  # fmt: skip
+        _WORKER.update(key=key, env=env)
+    return _WORKER["env"]
+
+
+def figures_of(result: Any) -> dict[str, float]:
+    """The objective (mean slowdown per job) and the four headline figures of one run."""
+    from schedgym.experiments.figures import headline_figures
+
+    out = {"objective": float(result.slowdown.sum() / len(result.slowdown))}
+    out.update(headline_figures(result))
+    out["preemptions"] = float(result.n_preemptions)
+    return out
+
+
+def play(config: EvolveConfig, network: PlanScoreNetwork, seed: int) -> dict[str, float]:
+    """One episode of ``network`` on workload ``seed`` in the environment (the native engine)."""
+    env = _env(config)
+    obs, info = env.reset(seed=seed, options={"workload_seed": seed})
+    done = False
+    while not done:
+        obs, _, term, trunc, info = env.step(network.act(obs, info["action_mask"]))
+        done = term or trunc
+    return figures_of(env.sim.result())
+
+
+def _play_job(args: tuple[EvolveConfig, PlanScoreNetwork, int]) -> dict[str, float]:
+    return play(*args)
+
+
+def rule_figures(config: EvolveConfig, name: str, seeds: Sequence[int]) -> list[dict[str, float]]:
+    """A rule's figures on ``seeds`` (the simulator, the same workloads as :func:`play`)."""
+    from schedgym.experiments.runner import run_policy, run_rng
+    from schedgym.registry import make_policy
+    from schedgym.sim.cluster import resolve_cluster
+    from schedgym.workloads.source import WorkloadSource
+
+    env = _env(config)
+    cluster = env.cluster
+    source = WorkloadSource(config.workload, n_jobs=config.n_jobs)
+    del resolve_cluster
+    out = []
+    for s in seeds:
+        result = run_policy(make_policy(name), cluster, source.seeded(s, cluster), env.config.sim, rng=run_rng(s))
+        out.append(figures_of(result))
+    return out
+
+
+def fitness(runs: Sequence[dict[str, float]], fitgpp: Sequence[dict[str, float]], k8s: Sequence[dict[str, float]],
+            tail_weight: float) -> float:  # fmt: skip
+    """Higher is better: minus the mean objective of ``runs`` relative to fitgpp's on the same workloads, minus
+    ``tail_weight`` times the relative excess of each headline figure's mean over the better rule's mean."""
+
+    def avg(xs: Sequence[dict[str, float]], key: str) -> float:
+        return float(np.mean([x[key] for x in xs]))
+
+    value = -avg(runs, "objective") / avg(fitgpp, "objective")
+    for key in FIGURES:
+        ref = min(avg(fitgpp, key), avg(k8s, key))
+        if ref > 0:
+            value -= tail_weight * max(0.0, avg(runs, key) / ref - 1.0)
+    return value
+
+
+def row_statistics(config: EvolveConfig, seeds: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and standard deviation (1 where it is 0) of every row feature over the legal rows of the requests
+    fitgpp meets on ``seeds`` in the environment."""
+    env = _env(config)
+    pick = ROW_NAMES.index("by_fitgpp")
+    rows = []
+    for seed in seeds:
+        obs, info = env.reset(seed=seed, options={"workload_seed": seed})
+        done = False
+        while not done:
+            mask = info["action_mask"]
+            table = obs[-env.config.max_plans * PLAN_WIDTH :].reshape(env.config.max_plans, PLAN_WIDTH)
+            rows.append(table[mask])
+            by = np.flatnonzero(mask & (table[:, pick] > 0.5))
+            obs, _, term, trunc, info = env.step(int(by[0]) if len(by) else 0)
+            done = term or trunc
+    data = np.concatenate(rows).astype(np.float64)
+    mean, std = data.mean(axis=0), data.std(axis=0)
+    return mean, np.where(std > 1e-9, std, 1.0)
+
+
+def centred_ranks(x: np.ndarray) -> np.ndarray:
+    ranks = np.empty(len(x))
+    ranks[np.argsort(x, kind="stable")] = np.arange(len(x))
+    return ranks / (len(x) - 1) - 0.5
+
+
+# ---------------------------------------------------------------------------------------------- the search
+class _Search:
+    """The state of one search: the pool, the rules' figures per workload (cached), the validation curve."""
+
+    def __init__(self, config: EvolveConfig, network: PlanScoreNetwork, pool: Any, log: Any) -> None:
+        self.config, self.network, self.pool, self.log = config, network, pool, log
+        self.rules: dict[int, tuple[dict[str, float], dict[str, float]]] = {}
+        self.curve: list[dict[str, Any]] = []
+        self.best: tuple[float, np.ndarray, int] | None = None
+        self.episodes = 0
+        self.t0 = time.perf_counter()
+
+    def references(self, seeds: Sequence[int]) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
+        """fitgpp's and k8s's figures on ``seeds``."""
+        missing = [s for s in seeds if s not in self.rules]
+        if missing:
+            both = zip(rule_figures(self.config, "fitgpp", missing), rule_figures(self.config, "k8s", missing),
+                       strict=True)  # fmt: skip
+            self.rules.update(zip(missing, both, strict=True))
+        return [self.rules[s][0] for s in seeds], [self.rules[s][1] for s in seeds]
+
+    def play(self, candidates: Sequence[np.ndarray], seeds: Sequence[int]) -> list[list[dict[str, float]]]:
+        """Every candidate on every seed, in order (the pool returns results in submission order)."""
+        jobs = [(self.config, self.network.with_params(p), s) for p in candidates for s in seeds]
+        if self.pool is None:
+            flat = [_play_job(job) for job in jobs]
+        else:
+            flat = self.pool.map(_play_job, jobs, chunksize=max(1, len(jobs) // (4 * self.config.workers)))
+        self.episodes += len(jobs)
+        n = len(seeds)
+        return [flat[i * n : (i + 1) * n] for i in range(len(candidates))]
+
+    def fitness(self, candidates: Sequence[np.ndarray], seeds: Sequence[int]) -> np.ndarray:
+        fitgpp, k8s = self.references(seeds)
+        return np.array([fitness(runs, fitgpp, k8s, self.config.tail_weight) for runs in self.play(candidates, seeds)])
+
+    def validate(self, generation: int, params: np.ndarray) -> None:
+        seeds = self.config.validation()
+        runs = self.play([params], seeds)[0]
+        fitgpp, k8s = self.references(seeds)
+        fit = fitness(runs, fitgpp, k8s, self.config.tail_weight)
+        seconds = time.perf_counter() - self.t0
+        point: dict[str, Any] = {"generation": generation, "episodes": self.episodes, "seconds": round(seconds, 1),
+                                 "fitness": fit}  # fmt: skip
+        for key in ("objective", *FIGURES, "preemptions"):
+            point[key] = float(np.mean([r[key] for r in runs]))
+            point[f"{key}_minus_fitgpp"] = point[key] - float(np.mean([f[key] for f in fitgpp]))
+        self.curve.append(point)
+        if self.best is None or fit > self.best[0]:
+            self.best = (fit, params.copy(), generation)
+        self.log(f"gen {generation:4d}  validation fitness {fit:+.4f}  objective {point['objective']:.4f} "
+                 f"({point['objective_minus_fitgpp']:+.4f} vs fitgpp)  te_p95 {point['te_p95_minus_fitgpp']:+.3f} "
+                 f"be_p50 {point['be_p50_minus_fitgpp']:+.3f} be_p95 {point['be_p95_minus_fitgpp']:+.3f} "
+                 f"be_p99 {point['be_p99_minus_fitgpp']:+.3f}  {seconds:.0f} s")  # fmt: skip
+
+    def rule_means(self) -> dict[str, dict[str, float]]:
+        """The rules' mean figures on the validation seeds (the training figure's horizontal lines)."""
+        fitgpp, k8s = self.references(self.config.validation())
+        keys = ("objective", *FIGURES, "preemptions")
+        return {name: {k: float(np.mean([r[k] for r in runs])) for k in keys}
+                for name, runs in (("fitgpp", fitgpp), ("k8s", k8s))}  # fmt: skip
+
+
+def search(config: EvolveConfig, out: Path | None = None, plot: Path | None = None, log: Any = print) -> dict[str, Any]:
+    """Run the search; write the chosen network, its description and the curve to ``out`` (as one set)."""
+    import multiprocessing as mp
+
+    rng = np.random.default_rng(config.seed)
+    row_mean, row_scale = row_statistics(config, config.training(0))
+    network = PlanScoreNetwork.fitgpp(24, 4, config.hidden, row_mean, row_scale)
+    theta = network.params.copy()
+    if config.hidden:  # break the symmetry of the hidden units; v stays 0 so the start is still fitgpp
+        n_in = N_HEAD_V2 + 2 * PLAN_WIDTH
+        theta[PLAN_WIDTH : PLAN_WIDTH + config.hidden * n_in] = rng.normal(0.0, n_in**-0.5, config.hidden * n_in)
+    with contextlib.ExitStack() as stack:
+        pool = None
+        if config.workers > 1:  # fork where there is fork: the workers inherit the imported modules
+            ctx = mp.get_context("fork" if sys.platform == "linux" else "spawn")
+            pool = stack.enter_context(ctx.Pool(config.workers, initializer=_limit_threads))
+        state = _Search(config, network, pool, log)
+        state.validate(0, theta)
+        fixed = [i for i in range(PLAN_WIDTH) if row_scale[i] == 1.0]  # constant features (row_statistics)
+        moves = coordinate_steps(config, theta, rng, state.fitness, fixed) if config.method == "coordinate" else (
+            es_steps(config, theta, rng, state.fitness))  # fmt: skip
+        for gen, params in moves:
+            if gen % config.validate_every == 0 or gen == config.generations:
+                state.validate(gen, params)
+        rules = state.rule_means()
+    assert state.best is not None
+    fit, params, generation = state.best
+    chosen = network.with_params(params)
+    report = {
+        "config": dataclasses.asdict(config),
+        "command": config.command(),
+        "network": chosen.spec(),
+        "chosen_generation": generation,
+        "validation_fitness": fit,
+        "episodes": state.episodes,
+        "seconds": round(time.perf_counter() - state.t0, 1),
+        "validation_rules": rules,
+        "curve": state.curve,
+    }
+    if out is not None:
+        write(out, chosen, report, plot)
+    return report
+
+
+def es_steps(config: EvolveConfig, theta: np.ndarray, rng: np.random.Generator, fit: Any) -> Any:
+    """OpenAI-ES: ``population`` antithetic pairs, centred ranks, an Adam step up the estimated gradient; yields
+    (generation, parameters) after every step."""
+    m = np.zeros_like(theta)
+    v = np.zeros_like(theta)
+    for gen in range(1, config.generations + 1):
+        eps = rng.standard_normal((config.population, len(theta)))
+        candidates = [theta + config.sigma * e for e in eps] + [theta - config.sigma * e for e in eps]
+        ranks = centred_ranks(fit(candidates, config.training(gen - 1)))
+        grad = (ranks[: config.population] - ranks[config.population :]) @ eps / (2 * config.population * config.sigma)
+        m = 0.9 * m + 0.1 * grad
+        v = 0.999 * v + 0.001 * grad**2
+        theta = theta + config.learning_rate * (m / (1 - 0.9**gen)) / (np.sqrt(v / (1 - 0.999**gen)) + 1e-8)
+        yield gen, theta
+
+
+def coordinate_steps(
+    config: EvolveConfig, theta: np.ndarray, rng: np.random.Generator, fit: Any, fixed: Sequence[int] = ()
+) -> Any:
+    """Coordinate search: each generation tries, on fresh training workloads, every single-weight move of the
+    linear part by +-``sigma`` and +-4 ``sigma`` (times the starting weight of ``by_fitgpp``) against the
+    current parameters on the same workloads, and takes the best move if it beats them; yields (generation,
+    parameters) after every generation. The weights of ``fixed`` features (constant on the training workloads,
+    where a move changes no decision) are not moved."""
+    del rng  # deterministic: the moves are enumerated
+    unit = float(theta[ROW_NAMES.index("by_fitgpp")])
+    for gen in range(1, config.generations + 1):
+        candidates = [theta]
+        for i in range(PLAN_WIDTH):
+            if i in fixed:
+                continue
+            for step in (-4.0, -1.0, 1.0, 4.0):
+                moved = theta.copy()
+                moved[i] += step * config.sigma * unit
+                candidates.append(moved)
+        values = fit(candidates, config.training(gen - 1))
+        best = int(np.argmax(values))  # the first on a tie: the current parameters
+        theta = candidates[best]
+        yield gen, theta
+
+
+def _limit_threads() -> None:
+    os.environ["OMP_NUM_THREADS"] = "1"
+
+
+def agent_meta(network: PlanScoreNetwork, report: dict[str, Any]) -> dict[str, Any]:
+    """``agent.json``: what :func:`agents.learned.load_agent` reads (algorithm, environment, network) and how the
+    agent was made."""
+    config = report["config"]
+    return {
+        "algo": "evolved",
+        "env_id": ENV_ID,
+        "env_kwargs": {
+            "workload": config["workload"],
+            "n_jobs": config["n_jobs"],
+            "estimate_noise": config["estimate_noise"],
+        },  # fmt: skip
+        "network": network.spec(),
+        "train_config": config,
+        "train_command": report["command"],
+        "chosen_generation": report["chosen_generation"],
+        "validation_fitness": report["validation_fitness"],
+        "validation": next(p for p in report["curve"] if p["generation"] == report["chosen_generation"]),
+    }
+
+
+def write(out: Path, network: PlanScoreNetwork, report: dict[str, Any], plot: Path | None = None) -> None:
+    """``agent.npz``, ``agent.json``, ``training.json`` in ``out`` (and the training figure at ``plot``), as one
+    set: all of them or none."""
+    from schedgym._atomic import atomic_open, make_output_dir, output_set
+
+    with output_set():
+        make_output_dir(out)
+        with atomic_open(out / "agent.npz", "wb") as f:
+            np.savez(f, **network.arrays())  # type: ignore[arg-type]
+        with atomic_open(out / "agent.json") as f:
+            f.write(json.dumps(agent_meta(network, report), indent=1) + "\n")
+        with atomic_open(out / "training.json") as f:
+            f.write(json.dumps(report, indent=1) + "\n")
+        if plot is not None:
+            plot_training(report, plot)
+
+
+def plot_training(report: dict[str, Any], path: Path) -> None:
+    """The training figure: the validation objective and the four headline figures against episodes played,
+    the rules' means on the same validation workloads as horizontal lines, the chosen checkpoint marked."""
+    from schedgym.experiments.plotting import new_figure, save_figure
+
+    curve, rules = report["curve"], report["validation_rules"]
+    keys = ("objective", *FIGURES)
+    titles = {"objective": "objective (mean slowdown per job)", "te_p95": "TE p95 slowdown",
+              "be_p50": "BE p50 slowdown", "be_p95": "BE p95 slowdown", "be_p99": "BE p99 slowdown"}  # fmt: skip
+
+    def draw() -> Any:
+        fig = new_figure((11.0, 6.5))
+        x = [p["episodes"] for p in curve]
+        chosen = next(p for p in curve if p["generation"] == report["chosen_generation"])
+        for i, key in enumerate(keys):
+            ax = fig.add_subplot(2, 3, i + 1)
+            ax.plot(x, [p[key] for p in curve], marker="o", ms=3, color="C0", label="searched policy")
+            ax.plot([chosen["episodes"]], [chosen[key]], marker="*", ms=12, color="C3", ls="", label="chosen")
+            for j, (name, values) in enumerate(rules.items()):
+                ax.axhline(values[key], color=f"C{j + 1}", ls="--", lw=1, label=name)
+            ax.set_title(titles[key], fontsize=9)
+            ax.set_xlabel("training episodes", fontsize=8)
+            ax.tick_params(labelsize=7)
+        handles, labels = fig.axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="lower right", bbox_to_anchor=(0.95, 0.15), fontsize=9)
+        config = report["config"]
+        fig.suptitle(f"agents.evolve ({config['method']}) on {config['workload']}: validation means over "
+                     f"{config['validation_seeds']} workloads", fontsize=10)  # fmt: skip
+        fig.tight_layout()
+        return fig
+
+    save_figure(path, draw, dpi=110)
+
+
+def parse_args(argv: Sequence[str] | None) -> tuple[EvolveConfig, Path, Path | None]:
+    """The configuration from the command line: one ``--option`` per field of :class:`EvolveConfig`."""
+    from schedgym._fielddocs import field_docs
+
+    docs = field_docs(EvolveConfig)
+    parser = argparse.ArgumentParser(prog="python -m agents.evolve", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True, help="output folder (agent.npz, agent.json, training.json)")
+    parser.add_argument("--plot", type=Path, default=None, help="also write the training figure here (.png, .svg)")
+    for f in dataclasses.fields(EvolveConfig):
+        kind = {"int": int, "float": float}.get(str(f.type), str)
+        parser.add_argument("--" + f.name.replace("_", "-"), type=kind, default=f.default, help=docs.get(f.name, ""))
+    ns = vars(parser.parse_args(argv))
+    out, plot = ns.pop("out"), ns.pop("plot")
+    return EvolveConfig(**ns), out, plot
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m agents.evolve``: exit 0, 2 on a user error, 130 on Ctrl-C."""
+    from schedgym._atomic import check_output_dir, check_output_path
+
+    try:
+        config, out, plot = parse_args(argv)
+        check_output_dir("--out", out)
+        if plot is not None:
+            check_output_path("--plot", plot)
+            import importlib.util
+
+            if importlib.util.find_spec("matplotlib") is None:
+                raise SchedGymError("--plot needs matplotlib: pip install 'schedgym[plot]'")
+        search(config, out, plot, log=lambda line: print(line, flush=True))
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except SchedGymError as exc:
+        print(f"schedgym: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+__all__ = [
+    "EvolveConfig",
+    "EvolvedPolicy",
+    "PlanScoreNetwork",
+    "coordinate_steps",
+    "es_steps",
+    "fitness",
+    "load_evolved",
+    "main",
+    "play",
+    "search",
+]
+
+if __name__ == "__main__":
+    raise SystemExit(main())
