@@ -117,3 +117,16 @@ def test_slugs_are_those_of_the_site():
         "2026-11-30-dagger-nowait-and-the-unmerged-feat-v2-features"
     )
     assert slug("Comparisons and sweeps: `--executor`") == "comparisons-and-sweeps-executor"
+
+
+def test_the_env_docstrings_version_history_names_every_id():
+    """The env's reference page is its docstring: every registered id and every retired one is in its
+    version history."""
+    import gymnasium as gym
+
+    import schedgym
+    from schedgym.envs import PreemptionEnv
+
+    history = PreemptionEnv.__doc__.split("## Version History", 1)[1]
+    ids = {i for i in gym.registry if i.startswith("schedgym/")} | set(schedgym.SUPERSEDED)
+    assert ids and not {i for i in ids if f"``{i}``" not in history}

@@ -57,3 +57,27 @@ def test_a_results_table_holds_what_its_command_writes(name, tmp_path, capsys):
     assert set(now) <= set(committed), sorted(set(now) - set(committed))
     moved = {p: (committed[p], row) for p, row in now.items() if committed[p] != row}
     assert not moved, f"docs/results/{name}.md differs from its command for {sorted(moved)}: {moved}"
+
+
+def test_the_papers_comparison_on_the_results_page_is_what_compare_computes(tmp_path, capsys):
+    """docs/results/index.md's fitgpp-vs-fifo rows (the ratios and the paired differences) from its command."""
+    import json
+
+    out = tmp_path / "out.json"
+    assert (
+        main(["compare", "--no-progress", "--workload", "paper", "--policies", "fifo,fitgpp", "--json", str(out)]) == 0
+    )
+    policies = json.loads(out.read_text())["policies"]
+    fifo, fitgpp = policies["fifo"], policies["fitgpp"]
+    figures = [("te", "slowdown_p95", 2), ("be", "slowdown_p50", 3), ("be", "slowdown_p95", 2)]
+    ratios = [f"**{fitgpp[c][f] / fifo[c][f]:.3f}**" for c, f, _ in figures]
+    paired = [fitgpp["paired"]["fifo"][c][f] for c, f, _ in figures]
+    diffs = [
+        f"{p['mean']:+.{d}f} ± {p['ci95']:.{d}f}".replace("+-", "-")
+        for p, (_, _, d) in zip(paired, figures, strict=True)
+    ]
+    page = (RESULTS / "index.md").read_text(encoding="utf-8")
+    ratio_row = next(line for line in page.splitlines() if line.startswith("| schedgym (ratio) |"))
+    diff_row = next(line for line in page.splitlines() if line.startswith("| schedgym (paired difference) |"))
+    assert [cell.split(" (")[0] for cell in ratio_row.strip("|").split(" | ")[1:]] == ratios
+    assert diff_row.strip("| ").split(" | ")[1:] == diffs
