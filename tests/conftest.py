@@ -46,10 +46,53 @@ def _imports_gymnasium(path: str) -> bool:
     return any(name == m or name.startswith(m + ".") for name in names for m in _GYMNASIUM_FACING)
 
 
+# The rl extra (stable-baselines3, sb3-contrib, torch): the README's test command installs no torch (a CUDA
+# download of some 3 GB on the public index), so the tests that need it are marked `rl` and skip there; CI
+# installs the extra and runs them (`-m rl`).
+_RL = ("stable_baselines3", "sb3_contrib", "torch")
+
+
+@functools.cache
+def _rl_missing() -> str | None:
+    import importlib.util
+
+    missing = [m for m in _RL if importlib.util.find_spec(m) is None]
+    return ", ".join(missing) or None
+
+
+@functools.cache
+def _mentions_rl(path: str, name: str) -> bool:
+    """Whether the test module at ``path`` imports one of :data:`_RL` at its top level (or skips without it), or
+    its function ``name`` names one (a local import or an ``importorskip``)."""
+    source = Path(path).read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    for node in tree.body:
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module]
+        elif isinstance(node, (ast.Expr, ast.Assign)):
+            segment = ast.get_source_segment(source, node) or ""
+            names = [m for m in _RL if "importorskip" in segment and f'"{m}' in segment]
+        if any(n == m or n.startswith(m + ".") for n in names for m in _RL):
+            return True
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            segment = ast.get_source_segment(source, node) or ""
+            return any(f"import {m}" in segment or f"from {m}" in segment or f'"{m}' in segment for m in _RL)
+    return False
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _imports_gymnasium(str(item.path)):
             item.add_marker(pytest.mark.gymnasium)
+        function = getattr(item, "function", None)
+        if function is not None and _mentions_rl(str(item.path), function.__name__):
+            item.add_marker(pytest.mark.rl)
+        if item.get_closest_marker("rl") is not None and _rl_missing():
+            item.add_marker(pytest.mark.skip(reason=f"needs the rl extra ({_rl_missing()} not installed)"))
 
 
 @pytest.fixture(scope="module", params=_engines_to_test(), autouse=True)

@@ -20,8 +20,6 @@ import gymnasium.utils.env_checker as gym_env_checker
 import numpy as np
 import pytest
 from helpers import be, te
-from stable_baselines3.common import env_checker as sb3_env_checker
-from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
 import schedgym
 from schedgym.decision.features import CANDIDATE_FEATURES as CANDIDATE_FEATURE_LIST
@@ -37,6 +35,12 @@ from schedgym.errors import ConfigError, IllegalDecisionError, SchedGymError
 from schedgym.experiments.compare import CompareConfig, load_workloads
 from schedgym.sim import JobClass, JobSpec, JobState, SimConfig, cluster_preset
 from schedgym.workloads import Workload, generate, preset, save_trace
+
+try:  # the rl extra; the README's test command installs no torch, and these tests then skip (conftest.py)
+    from stable_baselines3.common import env_checker as sb3_env_checker
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+except ImportError:
+    sb3_env_checker = DummyVecEnv = SubprocVecEnv = None
 
 ENV_IDS = sorted(schedgym.ENV_IDS)
 MAIN_ID = "schedgym/Preemption-v1"
@@ -125,6 +129,7 @@ def test_gymnasium_check_env_passes_without_warnings(env_id):
         gym_env_checker.check_env(env)
 
 
+@pytest.mark.rl
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_sb3_check_env_passes_without_warnings(env_id):
     env = gym.make(env_id).unwrapped
@@ -194,7 +199,8 @@ def test_sync_and_async_vector_envs_agree():
         assert np.array_equal(a, b)
 
 
-@pytest.mark.parametrize("vec_cls", [DummyVecEnv, SubprocVecEnv])
+@pytest.mark.rl
+@pytest.mark.parametrize("vec_cls", [DummyVecEnv, SubprocVecEnv], ids=["dummy", "subproc"])
 def test_sb3_vec_envs_step_with_legal_actions_from_env_method(vec_cls):
     # "schedgym:" makes gymnasium import schedgym (and so register the ids) in a fresh worker process
     venv = vec_cls([functools.partial(gym.make, f"schedgym:{MAIN_ID}") for _ in range(2)])
@@ -980,6 +986,7 @@ def test_illegal_action_as_wait_maps_to_zero_and_counts():
 # ----------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.rl
 def test_maskable_ppo_learns_a_few_steps():
     import torch
     from sb3_contrib import MaskablePPO

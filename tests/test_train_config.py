@@ -169,7 +169,7 @@ def test_a_field_the_command_line_cannot_read_fails_when_the_parser_is_built():
 
 def _documented_train_commands() -> list[str]:
     commands = []
-    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
         for line in path.read_text(encoding="utf-8").splitlines():
             line = line.strip()
             if line.startswith("schedgym train ") and "--help" not in line:

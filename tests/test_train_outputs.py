@@ -178,6 +178,7 @@ def sample(injector: Injector) -> list[int]:
     return sorted(ks)
 
 
+@pytest.mark.rl  # needs the rl extra (stable-baselines3, torch)
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_a_failed_write_leaves_every_model_file_whole_or_absent(tmp_path, monkeypatch, scenario):
     measured = measure(tmp_path, scenario)
@@ -189,6 +190,7 @@ def test_a_failed_write_leaves_every_model_file_whole_or_absent(tmp_path, monkey
             fail_at(tmp_path, mp, scenario, k)
 
 
+@pytest.mark.rl  # needs the rl extra (stable-baselines3, torch)
 @pytest.mark.slow
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_a_failed_write_leaves_every_model_file_whole_or_absent_at_every_write(tmp_path, monkeypatch, scenario):
@@ -198,6 +200,7 @@ def test_a_failed_write_leaves_every_model_file_whole_or_absent_at_every_write(t
             fail_at(tmp_path, mp, scenario, k)
 
 
+@pytest.mark.rl  # needs the rl extra (stable-baselines3, torch)
 def test_a_failed_write_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
     Injector(monkeypatch, tmp_path, fail_at=0, error=EIO)
     runs = tmp_path / "runs"
@@ -268,6 +271,7 @@ def fake_module() -> Any:
     return module
 
 
+@pytest.mark.rl  # needs the rl extra (stable-baselines3, torch)
 @pytest.mark.parametrize("error", [ENOSPC, KeyboardInterrupt], ids=["ENOSPC", "interrupt"])
 def test_a_failed_export_keeps_the_previous_npz(tmp_path, monkeypatch, error):
     from agents.rllib_export import save_actor
@@ -320,6 +324,7 @@ def test_the_default_network_is_far_inside_the_limit_and_a_wide_one_beyond():
         TrainConfig.of(**{**TINY, "net_arch": (5000, 5000)})
 
 
+@pytest.mark.rl  # needs the rl extra (stable-baselines3, torch)
 @pytest.mark.parametrize(
     "changes",
     [{}, {"algo": "ppo"}, {"algo": "dqn"}, {"policy": "rows"}, {"algo": "ppo", "policy": "rows"},
@@ -395,6 +400,7 @@ def full_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", str(folder)], check=False)
 
 
+@pytest.mark.rl  # needs the rl extra (stable-baselines3, torch)
 @pytest.mark.parametrize("tensorboard", [False, True])
 def test_training_on_a_full_disk_is_one_line_and_leaves_nothing(full_disk, tensorboard):
     args = [*ISSUE_ARGS, "--run-dir", str(full_disk / "runs")]
@@ -453,6 +459,7 @@ def interrupt(proc: subprocess.Popen) -> str:
     return err
 
 
+@pytest.mark.rl  # needs the rl extra (stable-baselines3, torch)
 def test_ctrl_c_during_the_set_up_is_one_line_and_leaves_nothing(tmp_path):
     proc, runs = start_training(tmp_path)
     wait_for(lambda: runs.exists() and any(runs.iterdir()), proc)  # the run folder, made before the set-up
@@ -460,6 +467,7 @@ def test_ctrl_c_during_the_set_up_is_one_line_and_leaves_nothing(tmp_path):
     assert not runs.exists()
 
 
+@pytest.mark.rl  # needs the rl extra (stable-baselines3, torch)
 def test_ctrl_c_during_training_is_one_line_and_leaves_whole_files(tmp_path):
     proc, runs = start_training(tmp_path)
     wait_for(lambda: runs.exists() and any(runs.iterdir()), proc)

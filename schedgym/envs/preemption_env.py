@@ -157,9 +157,10 @@ class PreemptionEnv(gym.Env):
     ``queue_rows`` (version 2's queue rows per class).
 
     ## Version History
-    * v0: initial release. Later, within v0 (observations, actions, rewards and episodes unchanged, checked
-      bit for bit): the simulator's rules moved from flat arguments into ``sim``, and the features
-      ``free_*`` were renamed ``unused_*``.
+    * v0 (``schedgym/Preemption-v0``, ``schedgym/PreemptionLarge-v0``; retired, see v1): initial release.
+      Later, within v0 (observations, actions, rewards and episodes unchanged, checked bit for bit): the
+      simulator's rules moved from flat arguments into ``sim``, and the features ``free_*`` were renamed
+      ``unused_*``. The bundled agent ``ppo`` was trained on ``schedgym/Preemption-v0``.
     * v1 (``schedgym/Preemption-v1``, ``schedgym/PreemptionLarge-v1``): a change of dynamics only. A TE job the
       agent declined is asked again only when something that could change the answer has changed (a release
       or a new candidate on a node where it could fit after preemptions; docs/semantics.md, step 6 of the

@@ -17,7 +17,8 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
-import torch
+
+torch = pytest.importorskip("torch")
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "examples" / "cleanrl_masked_ppo.py"

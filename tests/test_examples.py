@@ -1,0 +1,66 @@
+"""Every script in examples/ runs as a user runs it (``python examples/NAME.py``), quickly, and prints what it
+says; the README's environment loop is examples/env_loop.py, word for word. The third-party libraries'
+examples (cleanrl_masked_ppo.py, rl_zoo3/) are run by tests/clients/."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+
+def _run(name: str, *args: str, cwd: Path) -> str:
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / name), *args], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_every_example_is_run_here_or_by_the_clients_tests():
+    run_here = set(re.findall(r'_run\("([\w.]+)"', Path(__file__).read_text(encoding="utf-8")))
+    scripts = {p.name for p in EXAMPLES.glob("*.py")} - {"cleanrl_masked_ppo.py"}
+    assert scripts == run_here
+
+
+def test_the_readmes_loop_is_the_env_loop_example():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = next(code for code in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "action_mask" in code)
+    assert block in (EXAMPLES / "env_loop.py").read_text(encoding="utf-8")
+
+
+def test_env_loop(tmp_path):
+    out = _run("env_loop.py", cwd=tmp_path)
+    assert re.fullmatch(r"return -\d+\.\d; TE p95 slowdown \d+\.\d{3}\n", out)
+
+
+def test_compare_rules(tmp_path):
+    out = _run("compare_rules.py", "--seeds", "2", "--jobs", "300", cwd=tmp_path)
+    rows = [line.split(" | ")[0] for line in out.strip().splitlines()[2:]]
+    assert rows == ["| `fifo`", "| `k8s`", "| `fitgpp`", "| `dagger`"]
+
+
+def test_custom_policy(tmp_path):
+    out = _run("custom_policy.py", "--seeds", "2", "--jobs", "300", cwd=tmp_path)
+    assert "| `largest-victim` |" in out
+
+
+def test_custom_workload(tmp_path):
+    out = _run("custom_workload.py", "--out", str(tmp_path / "trace.csv"), cwd=tmp_path)
+    assert (tmp_path / "trace.csv").read_text().startswith("job_id,submit_time,duration,gpus,class")
+    assert "fitgpp: TE slowdown p95" in out and "decisions on the same jobs" in out
+
+
+@pytest.mark.rl
+def test_train_and_compare(tmp_path, engine):
+    if engine != "native":
+        pytest.skip("training once is enough: the engines' agreement is checked elsewhere")
+    out = _run("train_and_compare.py", "--steps", "1024", "--run-dir", str(tmp_path / "runs"), cwd=tmp_path)
+    assert "| `mine` |" in out
+    assert list((tmp_path / "runs").glob("*/model.zip"))
