@@ -1,7 +1,8 @@
 """The figures of the README and of docs/results are the commands' output: the README's table is exactly what
 its command writes, and each committed results table holds, row for row, what its command writes today for a
 quick subset of its policies (the lookaheads, which take minutes, are left out; a row depends only on its own
-policy and on fitgpp and k8s, against which it is judged). Checked on the native engine, the one that made
+policy and on fitgpp and k8s, against which it is judged); the shift suite's tables likewise, for the rules'
+rows. Checked on the native engine, the one that made
 them; tests/test_results_do_not_move.py holds the two engines to the same results."""
 
 from __future__ import annotations
@@ -81,3 +82,26 @@ def test_the_papers_comparison_on_the_results_page_is_what_compare_computes(tmp_
     diff_row = next(line for line in page.splitlines() if line.startswith("| schedgym (paired difference) |"))
     assert [cell.split(" (")[0] for cell in ratio_row.strip("|").split(" | ")[1:]] == ratios
     assert diff_row.strip("| ").split(" | ")[1:] == diffs
+
+
+# --- the shift suite's tables: each row keyed by (workload, policy); the rules' rows, which take seconds
+SUITE_CASES = {
+    "shifts": ((), "fifo,priority,random,fitgpp,fitgpp-fitness,fitgpp-gracefirst,k8s"),
+    "shifts_lookahead": (("--seeds", "3", "--jobs", "5000"), "fitgpp,k8s"),
+    "evolve_suite": ((), "fitgpp,k8s"),
+}
+
+
+def _suite_rows(table: str) -> dict[tuple[str, str], str]:
+    return {(m[1], m[2]): line for line in table.splitlines() if (m := re.match(r"\| ([^|]+?) \| `([^`]+)` \|", line))}
+
+
+@pytest.mark.parametrize("name", sorted(SUITE_CASES))
+def test_a_shift_suite_table_holds_what_its_command_writes(name, tmp_path, capsys):
+    argv, policies = SUITE_CASES[name]
+    committed = _suite_rows((RESULTS / f"{name}.md").read_text(encoding="utf-8"))
+    now = _suite_rows(_markdown(tmp_path, "--suite", "shifts", *argv, "--policies", policies))
+    assert len(now) == 10 * len(policies.split(","))  # every workload of the suite, every policy
+    assert set(now) <= set(committed), sorted(set(now) - set(committed))
+    moved = {key: (committed[key], row) for key, row in now.items() if committed[key] != row}
+    assert not moved, f"docs/results/{name}.md differs from its command for {sorted(moved)}: {moved}"
