@@ -30,7 +30,6 @@ import argparse
 import contextlib
 import dataclasses
 import json
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -189,23 +188,37 @@ def load_evolved(path: Path, meta: dict[str, Any], config: Any, *, name: str) ->
 class EvolveConfig:
     """The search (``python -m agents.evolve --help`` gives each as an option)."""
 
-    method: str = "es"
-    """``es`` (OpenAI evolution strategies) or ``coordinate`` (coordinate search of the linear part)"""
+    method: str = "coordinate"
+    """``coordinate`` (single-weight moves of the linear part) or ``es`` (OpenAI evolution strategies)"""
     workload: str = "paper"
+    """synthetic workload preset of the episodes"""
     n_jobs: int = 5000
+    """jobs per episode (compare's 5,000 for ``paper``)"""
     estimate_noise: float = 0.3
+    """sigma of the lognormal duration-estimate error, as the environment's"""
     hidden: int = 0
-    generations: int = 100
+    """tanh units of the optional non-linear part (0: linear; moved by ``es`` only)"""
+    generations: int = 10
+    """search steps"""
     population: int = 16
-    """antithetic pairs per generation"""
-    sigma: float = 0.1
+    """``es``: antithetic pairs per generation"""
+    sigma: float = 0.5
+    """``coordinate``: the small move, in units of the starting ``by_fitgpp`` weight (the large one is 4x);
+    ``es``: the noise's standard deviation"""
     learning_rate: float = 0.03
-    seeds_per_generation: int = 4
-    validation_seeds: int = 10
-    validate_every: int = 5
-    tail_weight: float = 1.0
+    """``es``: Adam's step size"""
+    seeds_per_generation: int = 32
+    """training workloads per generation, fresh each generation, shared by its candidates"""
+    validation_seeds: int = 20
+    """validation workloads (seeds 100,000, ...)"""
+    validate_every: int = 1
+    """generations between validations; the checkpoint written is the validated one of the best fitness"""
+    tail_weight: float = 0.3
+    """weight of the headline figures' excess over the better rule's in the fitness (:func:`fitness`)"""
     seed: int = 0
+    """seeds ``es``'s noise and the hidden part's initial weights"""
     workers: int = 2
+    """processes playing episodes (1: none)"""
 
     def __post_init__(self) -> None:
         if self.method not in ("es", "coordinate"):
@@ -273,7 +286,8 @@ def figures_of(result: Any) -> dict[str, float]:
 
 
 def play(config: EvolveConfig, network: PlanScoreNetwork, seed: int) -> dict[str, float]:
-    """One episode of ``network`` on workload ``seed`` in the environment (the native engine)."""
+    """One episode of ``network`` on workload ``seed`` in the environment (on the native engine when it is
+    built), with the environment's own estimate noise drawn from ``reset(seed=seed)``."""
     env = _env(config)
     obs, info = env.reset(seed=seed, options={"workload_seed": seed})
     done = False
@@ -291,13 +305,11 @@ def rule_figures(config: EvolveConfig, name: str, seeds: Sequence[int]) -> list[
     """A rule's figures on ``seeds`` (the simulator, the same workloads as :func:`play`)."""
     from schedgym.experiments.runner import run_policy, run_rng
     from schedgym.registry import make_policy
-    from schedgym.sim.cluster import resolve_cluster
     from schedgym.workloads.source import WorkloadSource
 
     env = _env(config)
     cluster = env.cluster
     source = WorkloadSource(config.workload, n_jobs=config.n_jobs)
-    del resolve_cluster
     out = []
     for s in seeds:
         result = run_policy(make_policy(name), cluster, source.seeded(s, cluster), env.config.sim, rng=run_rng(s))
@@ -426,7 +438,7 @@ def search(config: EvolveConfig, out: Path | None = None, plot: Path | None = No
         pool = None
         if config.workers > 1:  # fork where there is fork: the workers inherit the imported modules
             ctx = mp.get_context("fork" if sys.platform == "linux" else "spawn")
-            pool = stack.enter_context(ctx.Pool(config.workers, initializer=_limit_threads))
+            pool = stack.enter_context(ctx.Pool(config.workers))
         state = _Search(config, network, pool, log)
         state.validate(0, theta)
         fixed = [i for i in range(PLAN_WIDTH) if row_scale[i] == 1.0]  # constant features (row_statistics)
@@ -494,10 +506,6 @@ def coordinate_steps(
         best = int(np.argmax(values))  # the first on a tie: the current parameters
         theta = candidates[best]
         yield gen, theta
-
-
-def _limit_threads() -> None:
-    os.environ["OMP_NUM_THREADS"] = "1"
 
 
 def agent_meta(network: PlanScoreNetwork, report: dict[str, Any]) -> dict[str, Any]:
