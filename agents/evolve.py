@@ -42,6 +42,7 @@ import numpy as np
 from schedgym.decision.features import N_HEAD_V2, PLAN_FEATURES, QUEUE_FEATURES
 from schedgym.decision.plan_mode import PlanDecision, PlanPolicy
 from schedgym.errors import ConfigError, SchedGymError
+from schedgym.sim.policy import QueueDiscipline
 
 PLAN_WIDTH = len(PLAN_FEATURES)
 QUEUE_WIDTH = len(QUEUE_FEATURES)
@@ -147,9 +148,17 @@ class EvolvedPolicy(PlanPolicy):
 
     name = "evolved"
 
-    def __init__(self, network: PlanScoreNetwork, *, estimate_noise: float = 0.3, name: str = "evolved") -> None:
+    def __init__(
+        self,
+        network: PlanScoreNetwork,
+        *,
+        estimate_noise: float = 0.3,
+        name: str = "evolved",
+        queue: QueueDiscipline = QueueDiscipline.PRIORITY,
+    ) -> None:
         self.network = network
         self.name = name
+        self.queue = queue  # the environment's, where the scores were searched
         super().__init__(max_plans=network.max_plans, queue_rows=network.queue_rows, estimate_noise=estimate_noise)
 
     def __repr__(self) -> str:
@@ -178,9 +187,7 @@ def load_evolved(path: Path, meta: dict[str, Any], config: Any, *, name: str) ->
             f"{path}: the network reads {network.max_plans} plan rows and {network.queue_rows} queue rows, but its "
             f"environment ({meta.get('env_id')}) shows {config.max_plans} and {config.queue_rows}"
         )
-    policy = EvolvedPolicy(network, estimate_noise=config.estimate_noise, name=name)
-    policy.queue = config.sim.queue
-    return policy
+    return EvolvedPolicy(network, estimate_noise=config.estimate_noise, name=name, queue=config.sim.queue)
 
 
 # ---------------------------------------------------------------------------------------------- configuration
@@ -288,13 +295,19 @@ def figures_of(result: Any) -> dict[str, float]:
 def play(config: EvolveConfig, network: PlanScoreNetwork, seed: int) -> dict[str, float]:
     """One episode of ``network`` on workload ``seed`` in the environment (on the native engine when it is
     built), with the environment's own estimate noise drawn from ``reset(seed=seed)``."""
+    return figures_of(_episode(config, seed, network.act))
+
+
+def _episode(config: EvolveConfig, seed: int, act: Any) -> Any:
+    """Play workload ``seed`` to its end in the environment, ``act(observation, mask)`` choosing each row; the
+    run's result."""
     env = _env(config)
     obs, info = env.reset(seed=seed, options={"workload_seed": seed})
     done = False
     while not done:
-        obs, _, term, trunc, info = env.step(network.act(obs, info["action_mask"]))
+        obs, _, term, trunc, info = env.step(act(obs, info["action_mask"]))
         done = term or trunc
-    return figures_of(env.sim.result())
+    return env.sim.result()
 
 
 def _play_job(args: tuple[EvolveConfig, PlanScoreNetwork, int]) -> dict[str, float]:
@@ -336,19 +349,17 @@ def fitness(runs: Sequence[dict[str, float]], fitgpp: Sequence[dict[str, float]]
 def row_statistics(config: EvolveConfig, seeds: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
     """Mean and standard deviation (1 where it is 0) of every row feature over the legal rows of the requests
     fitgpp meets on ``seeds`` in the environment."""
-    env = _env(config)
-    pick = ROW_NAMES.index("by_fitgpp")
+    shown = _env(config).config  # the environment's row counts
+    fitgpp = PlanScoreNetwork.fitgpp(shown.max_plans, shown.queue_rows, 0, np.zeros(PLAN_WIDTH), np.ones(PLAN_WIDTH))
+    n_rows = fitgpp.max_plans * PLAN_WIDTH
     rows = []
+
+    def act(obs: np.ndarray, mask: np.ndarray) -> int:
+        rows.append(obs[-n_rows:].reshape(fitgpp.max_plans, PLAN_WIDTH)[mask])
+        return fitgpp.act(obs, mask)
+
     for seed in seeds:
-        obs, info = env.reset(seed=seed, options={"workload_seed": seed})
-        done = False
-        while not done:
-            mask = info["action_mask"]
-            table = obs[-env.config.max_plans * PLAN_WIDTH :].reshape(env.config.max_plans, PLAN_WIDTH)
-            rows.append(table[mask])
-            by = np.flatnonzero(mask & (table[:, pick] > 0.5))
-            obs, _, term, trunc, info = env.step(int(by[0]) if len(by) else 0)
-            done = term or trunc
+        _episode(config, seed, act)
     data = np.concatenate(rows).astype(np.float64)
     mean, std = data.mean(axis=0), data.std(axis=0)
     return mean, np.where(std > 1e-9, std, 1.0)
@@ -429,7 +440,8 @@ def search(config: EvolveConfig, out: Path | None = None, plot: Path | None = No
 
     rng = np.random.default_rng(config.seed)
     row_mean, row_scale = row_statistics(config, config.training(0))
-    network = PlanScoreNetwork.fitgpp(24, 4, config.hidden, row_mean, row_scale)
+    shown = _env(config).config  # the environment's row counts
+    network = PlanScoreNetwork.fitgpp(shown.max_plans, shown.queue_rows, config.hidden, row_mean, row_scale)
     theta = network.params.copy()
     if config.hidden:  # break the symmetry of the hidden units; v stays 0 so the start is still fitgpp
         n_in = N_HEAD_V2 + 2 * PLAN_WIDTH
