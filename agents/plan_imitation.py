@@ -22,7 +22,7 @@ Reads top to bottom: record, fit, report.
    choices by kind (fitgpp's plan, else k8s's, else a per-node plan only), options per request, the student's
    agreement overall and where the teacher does not take fitgpp's plan, the same for always taking fitgpp's
    row; then the student as a policy (:class:`PlanStudent`, numpy only) against fitgpp, k8s and the teacher:
-   mean slowdown per job, per seed and paired differences (mean +- 95% CI).
+   mean slowdown per job, per seed and paired differences (mean ± 95% CI).
 
 The output folder gets ``student.npz`` (the weights), ``student.json`` (the network's and the run's
 configuration) and ``report.json``, written as one set.
@@ -698,9 +698,9 @@ def format_report(report: dict[str, Any]) -> str:
         lines.append("mean slowdown per job (TE and BE weight 1), per seed; preemptions")
         for name, v in p["policies"].items():
             per = ", ".join(f"{x:.4f}" for x in v["slowdown_per_job"])
-            lines.append(f"  {name:<22} {v['mean']:.4f} +- {v['ci95']:.4f}  [{per}]  {v['preemptions']}")
+            lines.append(f"  {name:<22} {v['mean']:.4f} ± {v['ci95']:.4f}  [{per}]  {v['preemptions']}")
         for name, d in p["student_minus"].items():
-            lines.append(f"  student minus {name:<22} {d['mean']:+.4f} +- {d['ci95']:.4f}")
+            lines.append(f"  student minus {name:<22} {d['mean']:+.4f} ± {d['ci95']:.4f}")
     lines.append(f"timings: {', '.join(f'{k} {v:.0f}' for k, v in report['timings'].items())}")
     return "\n".join(lines)
 

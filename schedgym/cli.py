@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import codecs
+import io
 import os
 import signal
 import sys
@@ -625,6 +627,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``schedgym`` with ``argv`` (default: the command line); return the exit status: 0, 1 when a
     command found nothing to report (tune), 2 for a user error (one line on stderr), 130 on Ctrl-C."""
     _take_over_interrupts()
+    _plain_text_fallback()
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -650,6 +653,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 141
     return 2
+
+
+def _ascii_fallback(exc: UnicodeError) -> tuple[str, int]:
+    """An encoding error handler: ``±`` as ``+-``, any other character the terminal cannot show as ``?``."""
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    bad = exc.object[exc.start : exc.end]
+    return "".join("+-" if c == "\u00b1" else "?" for c in bad), exc.end
+
+
+def _plain_text_fallback() -> None:
+    """Tables print intervals as ``mean ± half``; on a terminal or pipe whose encoding lacks ``±`` (ASCII,
+    ``PYTHONIOENCODING=ascii``) print ``+-`` instead of failing with a traceback after the work is done."""
+    codecs.register_error("schedgym-plain", _ascii_fallback)
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="schedgym-plain")
 
 
 def _take_over_interrupts() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 import subprocess
 import sys
 
@@ -536,6 +537,22 @@ def test_output_cut_short_by_the_reader_is_not_a_traceback():
     )
     assert proc.stdout.startswith("workload paper")
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "ascii"])
+def test_intervals_print_as_plus_minus_where_the_terminal_lacks_it(encoding):
+    """Tables print ``mean ± half``; a stdout that cannot encode ``±`` gets ``+-``, not a traceback."""
+    argv = ["compare", "--policies", "fitgpp,k8s", "--jobs", "200", "--seeds", "2", "--no-progress"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "schedgym.cli", *argv],
+        capture_output=True,
+        timeout=120,
+        env={**os.environ, "PYTHONIOENCODING": encoding},
+    )
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    out = proc.stdout.decode(encoding)
+    paired = out[out.index("paired difference to k8s") :]
+    assert ("±" in paired) == (encoding == "utf-8") and ("+-" in paired) == (encoding == "ascii"), paired
 
 
 def test_train_help_lists_every_option(capsys):

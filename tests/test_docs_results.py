@@ -105,3 +105,21 @@ def test_a_shift_suite_table_holds_what_its_command_writes(name, tmp_path, capsy
     assert set(now) <= set(committed), sorted(set(now) - set(committed))
     moved = {key: (committed[key], row) for key, row in now.items() if committed[key] != row}
     assert not moved, f"docs/results/{name}.md differs from its command for {sorted(moved)}: {moved}"
+
+
+def test_the_sweep_pages_excerpt_is_what_its_command_prints(capsys):
+    """docs/sweep.md shows part of its example's on-screen table: each of those lines, as printed."""
+    page = (ROOT / "docs" / "sweep.md").read_text(encoding="utf-8")
+    block = page[page.index("```\nmax_preemptions  load  policy") + 4 :]
+    shown = block[: block.index("```")].splitlines()
+    assert len(shown) == 6
+    argv = ["sweep", "--no-progress", "--set", "max_preemptions=1,2,4", "--set", "load=0.9,1.0,1.1"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out.splitlines()
+    missing = [line for line in shown if line not in printed]
+    assert not missing, f"docs/sweep.md's excerpt is not what `schedgym {' '.join(argv)}` prints: {missing}"
+    # The prose after it: at load 1.1 (one preemption), k8s's BE p95 advantage over fitgpp (-6.9 ± 2.6) and
+    # fitgpp's BE p99 advantage over k8s (-33.6 ± 7.1), from the paired tables.
+    paired = {line.split()[2]: line for line in printed if line.startswith("1                1.1   ") and "±" in line}
+    assert "-6.930 ± 2.639" in paired["k8s"] and "-33.574 ± 7.141" in paired["fitgpp"]
+    assert "(-6.9 ± 2.6 at load 1.1" in page and "(-33.6 ± 7.1 at load 1.1)" in page

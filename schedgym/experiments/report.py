@@ -107,7 +107,7 @@ def format_table(result: ComparisonResult) -> str:
             continue
         lines += [
             "",
-            f"paired difference to {ref}, same workloads (mean +- 95% CI over seeds; verdict over these four)",
+            f"paired difference to {ref}, same workloads (mean ± 95% CI over seeds; verdict over these four)",
         ]
         # The columns of the figures the verdict judges.
         lines.append(f"{'policy':<{width}} " + " ".join(f"{f.label:>19}" for f in HEADLINE) + "  verdict")
@@ -121,8 +121,8 @@ def format_table(result: ComparisonResult) -> str:
 
 
 def _pm(mean: float, half: float) -> str:
-    """``+0.012 +- 0.003``, or the mean alone when there is no interval."""
-    return f"{mean:+.3f}" if math.isnan(half) else f"{mean:+.3f} +- {half:.3f}"
+    """``+0.012 ± 0.003``, or the mean alone when there is no interval."""
+    return f"{mean:+.3f}" if math.isnan(half) else f"{mean:+.3f} ± {half:.3f}"
 
 
 def _display(name: str, limit: int = 32) -> str:

@@ -378,13 +378,13 @@ def _keep(outcome: RunOutcome, kept: list[SummarisedRun | None], wall: list[dict
 def _mean_ci(mean: float, half: float, digits: int = 3) -> str:
     if math.isnan(mean):
         return "-"
-    return f"{mean:.{digits}f}" if math.isnan(half) else f"{mean:.{digits}f} +- {half:.{digits}f}"
+    return f"{mean:.{digits}f}" if math.isnan(half) else f"{mean:.{digits}f} ± {half:.{digits}f}"
 
 
 def _signed(mean: float, half: float) -> str:
     if math.isnan(mean):
         return "-"
-    return f"{mean:+.3f}" if math.isnan(half) else f"{mean:+.3f} +- {half:.3f}"
+    return f"{mean:+.3f}" if math.isnan(half) else f"{mean:+.3f} ± {half:.3f}"
 
 
 def _columns(header: list[str], rows: list[list[str]], left: int) -> list[str]:
@@ -401,7 +401,7 @@ def _columns(header: list[str], rows: list[list[str]], left: int) -> list[str]:
 
 
 def format_table(result: SweepResult) -> str:
-    """The on-screen table: per setting and policy, the means +- 95% CI over seeds of TE p95, BE p50, BE p95
+    """The on-screen table: per setting and policy, the means ± 95% CI over seeds of TE p95, BE p50, BE p95
     and BE p99, preemptions and the verdicts against fitgpp and k8s; then, per reference, the paired
     differences to it on the same workloads."""
     summary = result.summary()
@@ -411,7 +411,7 @@ def format_table(result: SweepResult) -> str:
         f"sweep of {', '.join(fields)}: {_count(len(summary['settings']), 'setting')} x "
         f"{_count(len(summary['policies']), 'policy', 'policies')} x {_count(len(seeds), 'seed')} "
         f"({seeds[0]}..{seeds[-1]}){unswept(result)} "
-        "(slowdown percentiles; means +- 95% CI over seeds)",
+        "(slowdown percentiles; means ± 95% CI over seeds)",
     ]
     if len(seeds) > 1 and not all(entry["workloads_vary"] for entry in summary["settings"]):
         lines.append(
@@ -434,7 +434,7 @@ def format_table(result: SweepResult) -> str:
     for ref in refs:
         lines += [
             "",
-            f"paired difference to {ref}, same workloads (mean +- 95% CI over seeds; verdict over these four)",
+            f"paired difference to {ref}, same workloads (mean ± 95% CI over seeds; verdict over these four)",
         ]
         rows = []
         for entry in summary["settings"]:
