@@ -295,6 +295,17 @@ def output_set() -> Iterator[OutputSet]:
     outputs.commit()
 
 
+@contextlib.contextmanager
+def outside_output_set() -> Iterator[None]:
+    """Inside the block, :func:`atomic_open` puts each file in place when it is written, not with the
+    enclosing output set: a run folder's finished runs must outlive a command that fails or is interrupted."""
+    token = _ACTIVE.set(None)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
 def make_output_dir(directory: str | Path) -> Path:
     """Create ``directory`` (and its parents) for outputs; inside :func:`output_set`, the folders created
     are removed again if the set fails."""

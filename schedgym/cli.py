@@ -243,6 +243,35 @@ def _add_executor_options(cmd: argparse.ArgumentParser) -> None:
         help="--executor ray only: the running Ray cluster to use ('auto': the one 'ray start --head' started on "
         "this machine); default: start a local Ray for this run",
     )
+    cmd.add_argument(
+        "--retries",
+        type=int_type(0, 1000),
+        default=3,
+        help="--executor process or ray: times a batch of runs is run again after its worker process or node "
+        "died (default 3); a run that fails by its own error ends the command at once",
+    )
+    cmd.add_argument(
+        "--batch",
+        type=int_type(1, 100_000),
+        default=None,
+        metavar="RUNS",
+        help="--executor process or ray: runs per task (default: about 8 tasks per worker, at most 64)",
+    )
+    kept = cmd.add_mutually_exclusive_group()
+    kept.add_argument(
+        "--run-dir",
+        metavar="FOLDER",
+        default=None,
+        help="keep each finished run in FOLDER (new or empty) as it finishes, so that an interrupted command "
+        "can be resumed with --resume FOLDER",
+    )
+    kept.add_argument(
+        "--resume",
+        metavar="FOLDER",
+        default=None,
+        help="run only the runs FOLDER (of --run-dir) does not hold yet, then write the outputs as an "
+        "uninterrupted run would; refused if the command's grid differs from the folder's",
+    )
 
 
 def _add_sweep_parser(sub: argparse._SubParsersAction) -> None:
@@ -310,7 +339,12 @@ def _sweep(args: argparse.Namespace) -> int:
         _check_plot(args.plot)
     config = SweepConfig(_compare_config(args), grid)
     _run_and_write(
-        lambda: run_sweep(config, executor=executor, progress=False if args.no_progress else None),
+        lambda: run_sweep(
+            config,
+            executor=executor,
+            progress=False if args.no_progress else None,
+            **_kept_runs(args),
+        ),
         format_table,
         ((args.json, write_json), (args.csv, write_csv), (args.plot, write_sweep_plot)),
     )
@@ -459,10 +493,19 @@ def _executor(args: argparse.Namespace):  # noqa: ANN202
     """compare's and sweep's ExecutorConfig; Ray not installed is an error now, before anything runs."""
     from schedgym.experiments.executors import ExecutorConfig, import_ray
 
-    executor = ExecutorConfig(kind=args.executor, workers=args.workers, address=args.address)
+    executor = ExecutorConfig(
+        kind=args.executor, workers=args.workers, address=args.address, retries=args.retries, batch=args.batch
+    )
     if executor.kind == "ray":
         import_ray()
     return executor
+
+
+def _kept_runs(args: argparse.Namespace) -> dict[str, Any]:
+    """``run_dir`` and ``resume`` of compare's and sweep's --run-dir FOLDER / --resume FOLDER."""
+    if args.resume is not None:
+        return {"run_dir": args.resume, "resume": True}
+    return {"run_dir": args.run_dir, "resume": False}
 
 
 def _compare_config(args: argparse.Namespace):  # noqa: ANN202
@@ -515,6 +558,8 @@ def _check_plot(path: str) -> None:
 
 
 _NOT_WITH_SUITE = {
+    "--run-dir": "run_dir",
+    "--resume": "resume",
     "--workload": "workload",
     "--trace": "trace",
     "--cluster": "cluster",
@@ -588,7 +633,13 @@ def _compare(args: argparse.Namespace) -> int:
             write_logs(Path(log_dir) / folders[label] / f"seed{seed}", result)
 
     _run_and_write(
-        lambda: run_comparison(config, executor=executor, progress=False if args.no_progress else None, on_run=on_run),
+        lambda: run_comparison(
+            config,
+            executor=executor,
+            progress=False if args.no_progress else None,
+            on_run=on_run,
+            **_kept_runs(args),
+        ),
         format_table,
         ((args.json, write_json), (args.csv, write_csv), (args.markdown, write_markdown), (args.plot, write_plot)),
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, overload
@@ -20,6 +21,7 @@ from schedgym.errors import ConfigError
 from schedgym.experiments import stats
 from schedgym.experiments.executors import ExecutorConfig, RunOutcome, make_tasks, new_context, run_tasks
 from schedgym.experiments.figures import HEADLINE
+from schedgym.experiments.runstore import open_store
 from schedgym.registry import check_spec
 from schedgym.sim.cluster import ClusterSpec, resolve_cluster
 from schedgym.sim.metrics import RunResult
@@ -285,8 +287,15 @@ class SummarisedRun:
 
     __slots__ = ("_summary",)
 
-    def __init__(self, result: RunResult):
+    def __init__(self, result: RunResult | SummarisedRun):
         self._summary = result.summary()
+
+    @classmethod
+    def from_summary(cls, summary: dict) -> SummarisedRun:
+        """A run known by its summary alone (a sweep's kept run, :mod:`schedgym.experiments.runstore`)."""
+        run = cls.__new__(cls)
+        run._summary = copy.deepcopy(summary)
+        return run
 
     def summary(self) -> dict:
         return copy.deepcopy(self._summary)
@@ -379,12 +388,17 @@ def run_comparison(
     executor: ExecutorConfig | str = "serial",
     progress: bool | None = None,
     on_run: Callable[[str, int, RunResult], None] | None = None,
+    run_dir: str | os.PathLike[str] | None = None,
+    resume: bool = False,
 ) -> ComparisonResult:
     """Run every policy on every seed's workload. ``executor``: where the runs execute, an
     :class:`~schedgym.experiments.executors.ExecutorConfig` or its kind (``"serial"``, ``"process"``,
     ``"ray"``); it changes the time taken, never the results. ``progress``: None shows a bar (counting
     finished runs) on a terminal only. ``on_run(label, seed, result)`` is called in this process after each
-    run (used to write per-run logs); with a parallel executor, in the order the runs finish."""
+    run (used to write per-run logs); with a parallel executor, in the order the runs finish. ``run_dir``:
+    a run folder (:mod:`schedgym.experiments.runstore`) that keeps each run as it finishes; a new one, or
+    with ``resume`` the one a previous call of this comparison left, whose runs are not run again (``on_run``
+    is called for them too)."""
     if isinstance(executor, str):
         executor = ExecutorConfig(kind=executor)
     source = config.source
@@ -404,9 +418,11 @@ def run_comparison(
             bar.set_postfix_str(f"seed {task.seed} {task.label}")
             bar.update(1)
 
+    context = new_context(config, cluster)
+    store = open_store(run_dir, resume, "compare", context, len(tasks), keep="result")
     try:
         # Policies are built once per worker (a learned agent's network is loaded once), reset before every run.
-        outcomes = run_tasks(executor, new_context(config, cluster), tasks, finished, workloads)
+        outcomes = run_tasks(executor, context, tasks, finished, workloads, store)
     finally:
         if bar is not None:
             bar.close()

@@ -34,11 +34,13 @@ import time
 import uuid
 from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
 from schedgym.errors import ConfigError, SchedGymError
 from schedgym.experiments.evaluation import evaluate_policy
+from schedgym.experiments.runstore import RunStore
 from schedgym.registry import PolicyEntry, check_spec, make_policy, policy_entry, register_policy
 from schedgym.sim.cluster import ClusterSpec
 from schedgym.sim.metrics import RunResult
@@ -46,7 +48,15 @@ from schedgym.sim.policy import Policy
 from schedgym.sim.simulator import ENV_VAR
 from schedgym.workloads.trace import Workload
 
+log = logging.getLogger(__name__)
+
 EXECUTORS = ("serial", "process", "ray")
+DEFAULT_RETRIES = 3
+"""Times a batch of runs is run again after its worker process or node died (``--retries``)."""
+MAX_RETRIES = 1000
+MAX_BATCH = 100_000
+AUTO_BATCH_LIMIT = 64
+"""The most runs :func:`batch_size` puts in one task: a lost worker loses at most this many per batch it held."""
 RAY_INSTALL_HINT = "pip install 'schedgym[ray]'"
 
 
@@ -60,10 +70,24 @@ class ExecutorConfig:
     """runs at once (``process``: processes, default ``os.cpu_count()``; ``ray``: default the cluster's CPUs)"""
     address: str | None = None
     """``ray`` only: ``"auto"`` or a cluster address to connect to; None starts a local Ray"""
+    retries: int = DEFAULT_RETRIES
+    """``process`` and ``ray``: how many times runs whose worker process or node died are run again (a run
+    that fails by its own error is not); then the grid ends with one line"""
+    batch: int | None = None
+    """``process`` and ``ray``: runs per task (None: :func:`batch_size` picks one); a task's cost is paid
+    once per batch, and a lost worker loses at most its batches"""
 
     def __post_init__(self) -> None:
         if self.kind not in EXECUTORS:
             raise ConfigError(f"Expected executor in {list(EXECUTORS)}, got {self.kind!r}")
+        for name, low, high in (("retries", 0, MAX_RETRIES), ("batch", 1, MAX_BATCH)):
+            value = getattr(self, name)
+            if value is None and name == "batch":
+                continue
+            if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+                raise ConfigError(f"Expected {name} from {low} to {high}, got {value!r}")
+        if self.batch is not None and self.kind == "serial":
+            raise ConfigError("--batch applies to --executor process or ray, not serial")
         if self.workers is not None:
             if not isinstance(self.workers, int) or isinstance(self.workers, bool) or self.workers < 1:
                 raise ConfigError(f"Expected workers > 0, got {self.workers!r}")
@@ -259,6 +283,24 @@ def run_task(context: RunContext, task: RunTask) -> RunOutcome:
     return worker_for(context).run(task)
 
 
+def run_batch(context: RunContext, tasks: Sequence[RunTask]) -> list[RunOutcome]:
+    """Run ``tasks`` one after another in this process (the task function of ``process`` and ``ray``)."""
+    worker = worker_for(context)
+    return [worker.run(task) for task in tasks]
+
+
+def batch_size(n_tasks: int, workers: int) -> int:
+    """Runs per task: about eight tasks per worker, so that the work stays balanced to the end, and at most
+    :data:`AUTO_BATCH_LIMIT`. A run takes milliseconds (a paper workload: 5-20 ms); a Ray task costs about a
+    millisecond of the driver's and the worker's time, which a batch pays once."""
+    return max(1, min(AUTO_BATCH_LIMIT, n_tasks // (8 * max(1, workers))))
+
+
+def batches(tasks: Sequence[RunTask], size: int) -> list[tuple[RunTask, ...]]:
+    """``tasks`` cut into consecutive batches of ``size`` (seed-major: a batch's runs share workloads)."""
+    return [tuple(tasks[i : i + size]) for i in range(0, len(tasks), size)]
+
+
 def _init_process_worker(context: RunContext) -> None:
     # Ctrl-C reaches the whole process group: only the parent handles it (it cancels the pool), so the
     # workers do not each print a traceback.
@@ -266,9 +308,9 @@ def _init_process_worker(context: RunContext) -> None:
     worker_for(context)
 
 
-def _process_run(task: RunTask) -> RunOutcome:
+def _process_batch(tasks: Sequence[RunTask]) -> list[RunOutcome]:
     assert _WORKER is not None, "the pool's initializer makes the worker"
-    return _WORKER.run(task)
+    return [_WORKER.run(task) for task in tasks]
 
 
 def execute(
@@ -276,18 +318,35 @@ def execute(
     context: RunContext,
     tasks: Sequence[RunTask],
     workloads: Sequence[Workload] | None = None,
+    store: RunStore | None = None,
 ) -> Generator[RunOutcome, None, None]:
     """Run ``tasks`` on ``executor``; yield each outcome as it finishes (in the tasks' order for ``serial``,
     in completion order otherwise). The first run that fails raises here, and the rest are cancelled.
     ``workloads``: for a context of one setting (a comparison), its seeds' workloads if the caller has them
-    (``serial`` uses them; workers build their own)."""
+    (``serial`` uses them; workers build their own). ``store``: a run folder; the runs it holds are yielded
+    first (in the tasks' order) and not run again, and every run that finishes is written to it before it is
+    yielded (a sweep's as its summary, :meth:`RunStore.save`)."""
+    kept = {} if store is None else store.finished(tasks)
+    yield from (kept[task.index] for task in tasks if task.index in kept)
+    todo = [task for task in tasks if task.index not in kept]
+    for outcome in _execute(executor, context, todo, workloads):
+        yield outcome if store is None else store.save(outcome)
+
+
+def _execute(
+    executor: ExecutorConfig, context: RunContext, tasks: Sequence[RunTask], workloads: Sequence[Workload] | None
+) -> Generator[RunOutcome, None, None]:
+    if not tasks:
+        return
     if executor.kind == "serial":
         worker = Worker(context, None if workloads is None else [workloads])
         worker.build_all()
         for task in tasks:
             yield worker.run(task)
     elif executor.kind == "process":
-        yield from _execute_process(executor.workers or os.cpu_count() or 1, context, tasks)
+        workers = min(executor.workers or os.cpu_count() or 1, len(tasks))
+        chunks = batches(tasks, executor.batch or batch_size(len(tasks), workers))
+        yield from _execute_process(workers, context, chunks, executor.retries)
     else:
         yield from _execute_ray(executor, context, tasks)
 
@@ -301,28 +360,62 @@ def _mp_context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("spawn")
 
 
-def _execute_process(workers: int, context: RunContext, tasks: Sequence[RunTask]) -> Generator[RunOutcome, None, None]:
-    workers = min(workers, max(1, len(tasks)))
+def _execute_process(
+    workers: int, context: RunContext, chunks: Sequence[tuple[RunTask, ...]], retries: int
+) -> Generator[RunOutcome, None, None]:
+    """Run ``chunks`` on a pool of ``workers`` processes. A worker process that dies (killed, out of memory)
+    breaks the whole pool: a new pool then runs every batch not yet finished, up to ``retries`` times."""
+    remaining = {chunk[0].index: chunk for chunk in chunks}  # in order; a batch leaves once it is yielded
+    failures = 0
+    while True:
+        lost = yield from _process_pool_round(
+            min(workers, len(remaining)), context, list(remaining.values()), remaining
+        )
+        if lost is None:
+            return
+        failures += 1
+        if failures > retries:
+            raise SchedGymError(
+                f"a worker process died {failures} times ({lost}); {len(remaining)} batches of runs were left "
+                f"(--retries {retries})"
+            )
+        log.warning("schedgym: a worker process died (%s); running %d batches again", lost, len(remaining))
+
+
+def _process_pool_round(
+    workers: int,
+    context: RunContext,
+    chunks: Sequence[tuple[RunTask, ...]],
+    remaining: dict[int, tuple[RunTask, ...]],
+) -> Generator[RunOutcome, None, str | None]:
+    """One pool's life: run ``chunks``, yielding outcomes and removing each finished batch from
+    ``remaining``; return None when all are done, or why the pool broke."""
     pool = ProcessPoolExecutor(
         max_workers=workers, mp_context=_mp_context(), initializer=_init_process_worker, initargs=(context,)
     )
     try:
-        # At most two runs queued per worker: a failure stops the comparison soon, and results (a run's
+        # At most two batches queued per worker: a failure stops the comparison soon, and results (a run's
         # per-job arrays) do not pile up in the pipe.
-        queue = iter(tasks)
-        pending: set[Future[RunOutcome]] = set()
+        queue = iter(chunks)
+        pending: dict[Future[list[RunOutcome]], tuple[RunTask, ...]] = {}
 
         def refill() -> None:
-            for task in itertools.islice(queue, 2 * workers - len(pending)):
-                pending.add(pool.submit(_process_run, task))
+            for chunk in itertools.islice(queue, 2 * workers - len(pending)):
+                pending[pool.submit(_process_batch, chunk)] = chunk
 
         refill()
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
-                pending.discard(future)
-                yield future.result()
+                chunk = pending.pop(future)
+                try:
+                    outcomes = future.result()
+                except BrokenProcessPool as exc:
+                    return str(exc).split(":")[0] or type(exc).__name__
+                del remaining[chunk[0].index]
+                yield from outcomes
             refill()
+        return None
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 
@@ -341,38 +434,51 @@ def _execute_ray(
 ) -> Generator[RunOutcome, None, None]:
     ray = import_ray()
     with ray_session(ray, executor):
-        remote_run = ray.remote(num_cpus=1, max_retries=0)(run_task)
+        # Ray runs a task again when its worker process or node died (max_retries), never when the task raised
+        # (retry_exceptions=False): a run that fails by its own error would fail again.
+        remote_run = ray.remote(num_cpus=1, max_retries=executor.retries, retry_exceptions=False)(run_batch)
         workers = executor.workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        chunks = batches(tasks, executor.batch or batch_size(len(tasks), workers))
         context_ref = ray.put(context)
-        queue = iter(tasks)
-        pending: dict[Any, RunTask] = {}
+        queue = iter(chunks)
+        pending: dict[Any, tuple[RunTask, ...]] = {}
 
         def refill() -> None:
-            for task in itertools.islice(queue, workers - len(pending)):
-                pending[remote_run.remote(context_ref, task)] = task
+            # One batch queued per worker beyond the one it runs: no worker idles while its next batch is sent.
+            for chunk in itertools.islice(queue, 2 * workers - len(pending)):
+                pending[remote_run.remote(context_ref, chunk)] = chunk
 
         try:
             refill()
             while pending:
                 done, _ = ray.wait(list(pending), num_returns=1)
                 for ref in done:
-                    pending.pop(ref)
-                    yield _ray_get(ray, ref)
+                    chunk = pending.pop(ref)
+                    yield from _ray_get(ray, ref, chunk, executor.retries)
                 refill()
         finally:
             for ref in pending:
                 ray.cancel(ref)
 
 
-def _ray_get(ray: Any, ref: Any) -> RunOutcome:
+def _ray_get(ray: Any, ref: Any, chunk: Sequence[RunTask], retries: int) -> list[RunOutcome]:
     try:
-        return ray.get(ref)
+        outcomes: list[RunOutcome] = ray.get(ref)
+        return outcomes
     except ray.exceptions.RayTaskError as exc:
         # A user error in a worker (a missing model file) reads as it would in this process: one line.
         cause = getattr(exc, "cause", None)
         if isinstance(cause, SchedGymError):
             raise cause from None
         raise
+    except ray.exceptions.RayError as exc:
+        # Not the task's own error: its worker process or node died, and Ray's retries are spent.
+        first, last = chunk[0], chunk[-1]
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise SchedGymError(
+            f"Ray lost runs {first.index}..{last.index} {retries + 1} times ({type(exc).__name__}: {message}); "
+            f"--retries {retries}"
+        ) from None
 
 
 class _NeverRaised(Exception):
@@ -515,12 +621,15 @@ def run_tasks(
     tasks: Sequence[RunTask],
     on_outcome: Callable[[RunOutcome], None],
     workloads: Sequence[Workload] | None = None,
+    store: RunStore | None = None,
 ) -> list[RunOutcome]:
     """Run every task, call ``on_outcome`` as each finishes (in this process), and return the outcomes in
-    the tasks' order. ``workloads``: as for :func:`execute`."""
+    the tasks' order. ``workloads`` and ``store``: as for :func:`execute`."""
     outcomes: list[RunOutcome | None] = [None] * len(tasks)
     position = {task.index: i for i, task in enumerate(tasks)}
-    with contextlib.closing(execute(executor, context, tasks, workloads)) as finished:  # a failure stops the pool
+    with contextlib.closing(
+        execute(executor, context, tasks, workloads, store)
+    ) as finished:  # a failure stops the pool
         for outcome in finished:
             outcomes[position[outcome.task.index]] = outcome
             on_outcome(outcome)
@@ -559,7 +668,10 @@ __all__ = [
     "make_tasks",
     "new_context",
     "policy_entries",
+    "batch_size",
+    "batches",
     "ray_session",
+    "run_batch",
     "run_task",
     "run_tasks",
 ]

@@ -30,6 +30,7 @@ import difflib
 import itertools
 import json
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -54,6 +55,7 @@ from schedgym.experiments.compare import (
 from schedgym.experiments.executors import ExecutorConfig, RunOutcome, RunSetting, execute, grid_context, make_tasks
 from schedgym.experiments.figures import HEADLINE, ClassFigure
 from schedgym.experiments.report import json_ready
+from schedgym.experiments.runstore import open_store
 from schedgym.sim.cluster import ClusterSpec, resolve_cluster
 from schedgym.sim.job import JobClass
 from schedgym.sim.metrics import RunResult
@@ -308,11 +310,18 @@ class SweepResult:
 
 
 def run_sweep(
-    config: SweepConfig, *, executor: ExecutorConfig | str = "serial", progress: bool | None = None
+    config: SweepConfig,
+    *,
+    executor: ExecutorConfig | str = "serial",
+    progress: bool | None = None,
+    run_dir: str | os.PathLike[str] | None = None,
+    resume: bool = False,
 ) -> SweepResult:
     """Run every policy on every seed under every setting. ``executor`` changes where the runs execute and
     how fast, never the results; ``progress``: None shows a bar (counting finished runs) on a terminal only.
-    Every setting's cluster is resolved and its first workload built and checked before any run."""
+    Every setting's cluster is resolved and its first workload built and checked before any run.
+    ``run_dir`` and ``resume``: a run folder that keeps each run's summary as it finishes, as for
+    :func:`~schedgym.experiments.compare.run_comparison`."""
     if isinstance(executor, str):
         executor = ExecutorConfig(kind=executor)
     from schedgym.experiments.compare import load_workloads
@@ -339,11 +348,12 @@ def run_sweep(
     seeds = config.base.seed_list
     tasks = make_tasks(config.base.policies, labels, seeds, len(run_settings))
     context = grid_context(config.base.policies, run_settings)
+    store = open_store(run_dir, resume, "sweep", context, len(tasks), keep="summary")
     kept: list[SummarisedRun | None] = [None] * len(tasks)
     wall = [dict.fromkeys(labels, 0.0) for _ in settings]
     bar = progress_bar(len(tasks), progress)
     try:
-        with contextlib.closing(execute(executor, context, tasks)) as finished:
+        with contextlib.closing(execute(executor, context, tasks, store=store)) as finished:
             for outcome in finished:
                 _keep(outcome, kept, wall)
                 if bar is not None:

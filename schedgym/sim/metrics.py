@@ -40,6 +40,22 @@ class SegmentTable(Sequence[Segment]):
     def __init__(self, job: np.ndarray, node: np.ndarray, start: np.ndarray, end: np.ndarray, completed: np.ndarray):
         self._columns = (job, node, start, end, completed)
 
+    @classmethod
+    def from_segments(cls, segments: Sequence[Segment]) -> SegmentTable:
+        """The columns of a list of :class:`Segment` (the Python engine's)."""
+        return cls(
+            np.array([s.job for s in segments], dtype=np.int64),
+            np.array([s.node for s in segments], dtype=np.int64),
+            np.array([s.start for s in segments], dtype=np.float64),
+            np.array([s.end for s in segments], dtype=np.float64),
+            np.array([s.end_reason == "completed" for s in segments], dtype=np.bool_),
+        )
+
+    @property
+    def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(job, node, start, end, completed)``, as given (a run folder stores them)."""
+        return self._columns
+
     def __len__(self) -> int:
         return len(self._columns[0])
 
