@@ -82,3 +82,45 @@ def test_a_cluster_refusing_the_driver_without_its_token_is_one_line_exit_2(tmp_
     assert done.returncode == 2
     assert done.stderr.startswith("schedgym: error: --address") and "RAY_AUTH_TOKEN" in done.stderr
     assert done.stderr.count("\n") == 1, done.stderr
+
+
+def _register(monkeypatch: pytest.MonkeyPatch, name: str, entry_point: str, **kwargs: str) -> None:
+    from schedgym import registry
+
+    monkeypatch.setitem(registry._REGISTRY, name, registry.PolicyEntry(name, entry_point, kwargs, "test", True))
+
+
+def test_a_ray_worker_that_dies_is_retried_with_the_serial_results(tmp_path, monkeypatch):
+    """The first worker to build ``dies`` ends its process (as a killed worker would): Ray runs its batch
+    again elsewhere, and the results are the serial ones."""
+    from schedgym.experiments.executors import ExecutorConfig
+
+    _register(monkeypatch, "dies", "faults:dies_once", marker=str(tmp_path / "died"))
+    serial = run_comparison(CompareConfig(policies=("fifo", "fitgpp"), seeds=4, n_jobs=200, cluster="small"))
+    config = CompareConfig(policies=("fifo", "dies"), seeds=4, n_jobs=200, cluster="small")
+    distributed = run_comparison(config, executor=ExecutorConfig("ray", batch=2), progress=False)
+    assert (tmp_path / "died").exists()
+    expected = per_seed(serial)
+    expected["dies"] = expected.pop("fitgpp")
+    assert per_seed(distributed) == expected
+
+
+def test_without_retries_a_dead_ray_worker_ends_the_grid_in_one_line(tmp_path, monkeypatch):
+    from schedgym.errors import SchedGymError
+    from schedgym.experiments.executors import ExecutorConfig
+
+    _register(monkeypatch, "dies", "faults:dies_once", marker=str(tmp_path / "died"))
+    config = CompareConfig(policies=("fifo", "dies"), seeds=2, n_jobs=200, cluster="small")
+    with pytest.raises(SchedGymError, match=r"Ray lost runs \d+\.\.\d+ 1 times \(.*\); --retries 0"):
+        run_comparison(config, executor=ExecutorConfig("ray", retries=0), progress=False)
+
+
+def test_a_run_failing_by_its_own_error_is_not_retried_on_ray(tmp_path, monkeypatch):
+    from schedgym.experiments.executors import ExecutorConfig
+
+    log = tmp_path / "attempts"
+    _register(monkeypatch, "fails", "faults:fails", log=str(log))
+    config = CompareConfig(policies=("fails",), seeds=1, n_jobs=200, cluster="small")
+    with pytest.raises(Exception, match="fails as asked"):
+        run_comparison(config, executor=ExecutorConfig("ray", retries=5), progress=False)
+    assert len(log.read_text().splitlines()) == 1
