@@ -46,12 +46,18 @@ start and stop of its local cluster (``ray.init``), which is part of what a user
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import os
 import platform
 import resource
+import secrets
+import shutil
+import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -59,6 +65,11 @@ PR_SET_CHILD_SUBREAPER = 36
 COMPARE = ["compare", "--policies", "fifo,priority,fitgpp,fitgpp-fitness,fitgpp-gracefirst,k8s,random", "--seeds", "20"]
 SWEEP = ["sweep", "--set", "max_preemptions=1,2,4", "--set", "load=0.9,1.0,1.1", "--policies", "fifo,fitgpp,k8s"]
 SWEEP += ["--seeds", "20"]
+# (c) 20 settings x 5 policies x 200 seeds: 20,000 runs (issue 25's grid), on Ray clusters started beforehand.
+LARGE = ["sweep", "--set", "max_preemptions=1,2,4,8", "--set", "load=0.8,0.9,1.0,1.1,1.2"]
+LARGE += ["--policies", "fifo,priority,fitgpp,k8s,random", "--seeds", "200"]
+QUICK_LARGE = ["sweep", "--set", "max_preemptions=1,2", "--set", "load=0.9,1.1", "--policies", "fifo,k8s"]
+QUICK_LARGE += ["--jobs", "200", "--cluster", "small", "--seeds", "10"]
 QUICK = ["--jobs", "200", "--cluster", "small", "--seeds", "2"]
 QUICK_COMPARE = ["compare", "--policies", "fifo,fitgpp,k8s", *QUICK]
 QUICK_SWEEP = ["sweep", "--set", "max_preemptions=1,2", "--set", "load=0.9,1.1", "--policies", "fifo,fitgpp", *QUICK]
@@ -80,8 +91,9 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def reap_orphans(timeout: float = 60.0) -> tuple[int, bool]:
-    """Wait for every remaining descendant (orphans reparented here); (how many, whether all were)."""
+def reap_orphans(timeout: float = 60.0, keep: frozenset[int] = frozenset()) -> tuple[int, bool]:
+    """Wait for every remaining descendant (orphans reparented here) but the children ``keep`` (a Ray
+    cluster's nodes); (how many, whether all were)."""
     reaped = 0
     deadline = time.monotonic() + timeout
     while True:
@@ -91,10 +103,25 @@ def reap_orphans(timeout: float = 60.0) -> tuple[int, bool]:
             return reaped, True
         if pid:
             reaped += 1
+        elif not (_children() - keep):
+            return reaped, True
         elif time.monotonic() > deadline:
             return reaped, False
         else:
             time.sleep(0.05)
+
+
+def _children() -> set[int]:
+    """This process's live children, from /proc (Linux; elsewhere an empty set)."""
+    me, out = os.getpid(), set()
+    with contextlib.suppress(OSError):
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                with contextlib.suppress(OSError), open(f"/proc/{entry}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+                    if int(fields[1]) == me and fields[0] != "Z":
+                        out.add(int(entry))
+    return out
 
 
 class TreeSampler:
@@ -102,8 +129,10 @@ class TreeSampler:
     (by pid and start time, so that a reused pid is another process) its own CPU time, its parent and
     whether it ignores SIGCHLD, as last seen."""
 
-    def __init__(self, interval: float = 0.02):
+    def __init__(self, interval: float = 0.02, skip_sessions: frozenset[int] = frozenset()):
         self.interval = interval
+        self.skip_sessions = skip_sessions
+        """processes of these sessions (a Ray cluster's nodes, counted apart) are not sampled"""
         self.seen: dict[tuple[int, int], tuple[float, int, bool]] = {}  # (pid, start) -> (cpu s, ppid, ignores)
         self._descendants: set[int] = set()
         self._others: set[int] = set()
@@ -144,7 +173,7 @@ class TreeSampler:
                 continue
             # fields[k] is stat's field k + 3: ppid (4), utime (14), stime (15), starttime (22)
             ppid, start = int(fields[1]), int(fields[19])
-            if ppid != me and ppid not in self._descendants:
+            if int(fields[3]) in self.skip_sessions or (ppid != me and ppid not in self._descendants):
                 # Not below this script now; a process is started by its parent, so it never will be (an
                 # orphan reparented here was below it before).
                 self._others.add(pid)
@@ -179,13 +208,15 @@ def _ignores_sigchld(pid: int) -> bool:
     return False
 
 
-def measure(argv: list[str]) -> dict:
-    """Run ``schedgym ARGV`` as a child process; its wall time and the CPU time of it and its descendants."""
-    reap_orphans(0)  # nothing of an earlier case may be counted here
+def measure(argv: list[str], cluster: frozenset[int] = frozenset()) -> dict:
+    """Run ``schedgym ARGV`` as a child process; its wall time and the CPU time of it and its descendants.
+    ``cluster``: the pids of a Ray cluster's nodes (children of this script, sessions of their own), which
+    are neither waited for nor sampled."""
+    reap_orphans(0, cluster)  # nothing of an earlier case may be counted here
     cpu0 = children_cpu()
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": os.environ.get("RAY_USAGE_STATS_ENABLED", "0")}
     own0 = resource.getrusage(resource.RUSAGE_SELF)
-    with TreeSampler() as sampler:
+    with TreeSampler(skip_sessions=cluster) as sampler:
         t0 = time.perf_counter()
         child = subprocess.Popen(
             [sys.executable, "-m", "schedgym.cli", *argv, "--no-progress"],
@@ -198,7 +229,7 @@ def measure(argv: list[str]) -> dict:
         wall = time.perf_counter() - t0
         if child.returncode != 0:
             raise SystemExit(f"schedgym {' '.join(argv)} failed ({child.returncode}): {err.strip()}")
-        reaped, complete = reap_orphans()
+        reaped, complete = reap_orphans(keep=cluster)
     sampled = sampler.unaccounted()
     own1 = resource.getrusage(resource.RUSAGE_SELF)
     return {
@@ -209,6 +240,100 @@ def measure(argv: list[str]) -> dict:
         "reaped": reaped,
         "complete": complete and sampler.available,
     }
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RayCluster:
+    """A Ray cluster on this machine started with ``ray start --block`` (a head and ``len(cpus) - 1`` more
+    nodes, node i with ``cpus[i]`` CPUs, each in a session of its own, a token of its own), for the commands
+    to reach by ``--address``. :meth:`cpu` is the CPU time its processes have used so far (by session)."""
+
+    def __init__(self, cpus: list[int]):
+        self.tmp = tempfile.mkdtemp(prefix="sgbench", dir="/tmp")  # short: Ray's socket paths go under it
+        self.address = f"127.0.0.1:{_free_port()}"
+        self.env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("RAY_")},
+            "RAY_USAGE_STATS_ENABLED": "0",
+            "RAY_AUTH_MODE": "token",
+            "RAY_AUTH_TOKEN": secrets.token_hex(32),
+        }
+        self.nodes: list[subprocess.Popen] = []
+        for i, n in enumerate(cpus):
+            argv = ["--num-cpus", str(n), "--block", "--object-store-memory", str(200 * 1024 * 1024)]
+            argv += ["--dashboard-agent-listen-port", str(_free_port()), "--metrics-export-port", str(_free_port())]
+            if i == 0:
+                port = self.address.rpartition(":")[2]
+                argv += ["--head", "--port", port, "--include-dashboard", "false", "--temp-dir", f"{self.tmp}/r"]
+                argv += ["--ray-client-server-port", str(_free_port())]
+            else:
+                argv += ["--address", self.address]
+            self.nodes.append(
+                subprocess.Popen(
+                    [shutil.which("ray") or "ray", "start", *argv],
+                    env={**self.env, "HOME": tempfile.mkdtemp(dir=self.tmp)},
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            )
+            if i == 0:
+                self._wait(1)
+        self._wait(len(cpus))
+
+    def _wait(self, n: int) -> None:
+        code = f"import ray; ray.init(address={self.address!r}, logging_level='ERROR'); "
+        code += "print(sum(x['Alive'] for x in ray.nodes()))"
+        for _ in range(120):
+            done = subprocess.run([sys.executable, "-c", code], env=self.env, capture_output=True, text=True)
+            if done.returncode == 0 and done.stdout.strip() == str(n):
+                return
+            time.sleep(1)
+        raise SystemExit(f"the Ray cluster did not reach {n} nodes")
+
+    def cpu(self) -> dict[tuple[int, int], float]:
+        """CPU seconds of every live process of the cluster's sessions, by (pid, start time)."""
+        sessions = {node.pid for node in self.nodes}
+        hz = os.sysconf("SC_CLK_TCK")
+        out = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[3]) in sessions:  # stat's field 6, the session id
+                out[(int(entry), int(fields[19]))] = (int(fields[11]) + int(fields[12])) / hz
+        return out
+
+    def stop(self) -> None:
+        for node in reversed(self.nodes):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(node.pid, signal.SIGKILL)
+            node.wait()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def measure_on(cluster: RayCluster, argv: list[str]) -> dict:
+    """:func:`measure` of ``argv`` by ``--address`` on ``cluster``; the cluster's processes' CPU time during
+    the case is added (those that ended during it are missed: Ray keeps its workers)."""
+    before = cluster.cpu()
+    saved = dict(os.environ)
+    os.environ.update(cluster.env)
+    try:
+        m = measure([*argv, "--executor", "ray", "--address", cluster.address], frozenset(n.pid for n in cluster.nodes))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    after = cluster.cpu()
+    used = sum(cpu - before.get(key, 0.0) for key, cpu in after.items())
+    return {**m, "cpu": m["cpu"] + used, "sampled": m["sampled"] + used}
 
 
 def runs(argv: list[str]) -> int:
@@ -229,6 +354,13 @@ def main() -> None:
         "--executors", default=None, help="comma-separated (default: serial,process and ray if installed)"
     )
     parser.add_argument("--workers", type=int, default=None, help="--workers for process and ray (default: theirs)")
+    parser.add_argument(
+        "--large",
+        action="store_true",
+        help="also the 20,000-run sweep: serial, process, and Ray clusters of 1 node (2 CPUs, with --batch 1 and "
+        "the default batches) and 2 nodes (1 CPU each) started by 'ray start' beforehand (about 15 minutes)",
+    )
+    parser.add_argument("--only-large", action="store_true", help="--large without the two small grids")
     args = parser.parse_args()
     try:
         import ray
@@ -247,6 +379,8 @@ def main() -> None:
     )
     print("| grid | runs | executor | wall s | CPU s | CPU / wall | of which sampled | reaped | sampler's CPU s |")
     print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
+    if args.only_large:
+        args.large, grids = True, []
     for name, argv in grids:
         for executor in executors:
             extra = ["--executor", executor]
@@ -259,7 +393,33 @@ def main() -> None:
                 f"{m['cpu'] / m['wall']:.2f} | {m['sampled']:.1f} | {m['reaped']}{note} | {m['overhead']:.2f} |",
                 flush=True,
             )
-    print("\ncommands (each with --executor E --no-progress):")
+    if args.large and ray_version:
+        # Clusters started before the case, as a user's is: the rows measure the grid, not Ray's start.
+        large = QUICK_LARGE if args.quick else LARGE
+        cases: list[tuple[str, list[str], list[int] | None]] = [
+            ("serial", ["--executor", "serial"], None),
+            ("process, 2 workers", ["--executor", "process", "--workers", "2"], None),
+            ("ray, 1 node of 2 CPUs, --batch 1 (a task per run)", ["--batch", "1"], [2]),
+            ("ray, 1 node of 2 CPUs", [], [2]),
+            ("ray, 2 nodes of 1 CPU", [], [1, 1]),
+        ]
+        for label, extra, cpus in cases:
+            if cpus is None:
+                m = measure([*large, *extra])
+            else:
+                cluster = RayCluster(cpus)
+                try:
+                    m = measure_on(cluster, [*large, *extra])
+                finally:
+                    cluster.stop()
+            note = "" if m["complete"] else " (CPU incomplete)"
+            print(
+                f"| large | {runs(large)} | {label} | {m['wall']:.1f} | {m['cpu']:.1f} | "
+                f"{m['cpu'] / m['wall']:.2f} | {m['sampled']:.1f} | {m['reaped']}{note} | {m['overhead']:.2f} |",
+                flush=True,
+            )
+        grids.append(("large", large))
+    print("\ncommands (each with --executor E --no-progress; large: on clusters started before, by --address):")
     for _, argv in grids:
         print("  schedgym " + " ".join(argv))
 

@@ -246,7 +246,7 @@ def _add_executor_options(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument(
         "--retries",
         type=int_type(0, 1000),
-        default=3,
+        default=None,
         help="--executor process or ray: times a batch of runs is run again after its worker process or node "
         "died (default 3); a run that fails by its own error ends the command at once",
     )
@@ -491,10 +491,13 @@ def _same_file(a: str, b: str) -> bool:
 
 def _executor(args: argparse.Namespace):  # noqa: ANN202
     """compare's and sweep's ExecutorConfig; Ray not installed is an error now, before anything runs."""
-    from schedgym.experiments.executors import ExecutorConfig, import_ray
+    from schedgym.experiments.executors import DEFAULT_RETRIES, ExecutorConfig, import_ray
 
+    if args.retries is not None and args.executor == "serial":
+        raise ConfigError("--retries applies to --executor process or ray, not serial")
+    retries = DEFAULT_RETRIES if args.retries is None else args.retries
     executor = ExecutorConfig(
-        kind=args.executor, workers=args.workers, address=args.address, retries=args.retries, batch=args.batch
+        kind=args.executor, workers=args.workers, address=args.address, retries=retries, batch=args.batch
     )
     if executor.kind == "ray":
         import_ray()

@@ -77,6 +77,11 @@ def test_a_missing_model_fails_in_one_line_under_process(capsys, tmp_path):
         (["--address", "auto"], "--address applies to --executor ray, not serial"),
         (["--executor", "process", "--address", "auto"], "--address applies to --executor ray, not process"),
         (["--executor", "threads"], "argument --executor: invalid choice: 'threads'"),
+        (["--retries", "2"], "--retries applies to --executor process or ray, not serial"),
+        (["--batch", "2"], "--batch applies to --executor process or ray, not serial"),
+        (["--executor", "process", "--retries", "-1"], "argument --retries: expected an integer from 0"),
+        (["--executor", "process", "--batch", "0"], "argument --batch: expected an integer from 1"),
+        (["--run-dir", "a", "--resume", "a"], "argument --resume: not allowed with argument --run-dir"),
     ],
 )
 def test_bad_executor_options_are_one_line_errors(args, message, capsys):
