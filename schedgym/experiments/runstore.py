@@ -35,7 +35,7 @@ from schedgym import __version__, limits
 from schedgym._atomic import atomic_open, outside_output_set
 from schedgym.errors import ConfigError, SchedGymError
 from schedgym.sim.metrics import RunResult, SegmentTable
-from schedgym.sim.simulator import select_engine
+from schedgym.sim.simulator import engine_version
 
 FORMAT = 1
 """The run folder's layout version (``grid.json``'s ``format``)."""
@@ -104,11 +104,7 @@ def grid_identity(command: str, context: Any, n_units: int, keep: str) -> dict[s
     """What makes two grids the same: a resumed grid must match its folder's in every entry.
     ``context``: the grid's :class:`~schedgym.experiments.executors.RunContext`."""
     settings = context.settings
-    engine = select_engine(settings[0].config.sim.engine)
-    if engine == "native":
-        from schedgym.sim.native_engine import ENGINE_VERSION
-
-        engine = f"native {ENGINE_VERSION}"
+    engine = engine_version(settings[0].config.sim.engine)
     agents = {}
     for spec in context.policies:
         _, sep, path = spec.partition(":")
@@ -245,8 +241,10 @@ class RunStore:
         index = outcome.task.index
         with outside_output_set():
             if self.keep == "result":
+                arrays: dict[str, Any] = _result_arrays(outcome.result)
+                arrays["wall_time"] = np.float64(outcome.wall_time)
                 with atomic_open(self._path(index), "wb") as fh:
-                    np.savez(fh, **_result_arrays(outcome.result), wall_time=np.float64(outcome.wall_time))
+                    np.savez(fh, **arrays)
                 return outcome
             from schedgym.experiments.compare import SummarisedRun
 
@@ -318,9 +316,10 @@ def _result_from_arrays(arrays: dict[str, np.ndarray]) -> RunResult:
     if any(columns[name].shape != (m,) for name in _SEGMENT_COLUMNS):
         raise SchedGymError("segment columns of different lengths")
     segments = SegmentTable(*(columns[name] for name in _SEGMENT_COLUMNS))
+    per_job: dict[str, Any] = {name: columns[name] for name in _ARRAYS}
     return RunResult(
         job_ids=[str(j) for j in job_ids],
-        **{name: columns[name] for name in _ARRAYS},
+        **per_job,
         segments=segments,
         capacity_total=columns["capacity_total"],
         n_preemptions=_scalar(arrays, "n_preemptions", int),

@@ -168,6 +168,17 @@ def select_engine(requested: str | None = None) -> str:
     return "python"
 
 
+def engine_version(requested: str | None = None) -> str:
+    """The engine :func:`select_engine` picks, with the compiled engine's version: ``"native 6"`` or
+    ``"python"`` (a run folder records it: results kept by one engine are resumed by the same)."""
+    name = select_engine(requested)
+    if name != "native":
+        return name
+    from schedgym.sim.native_engine import ENGINE_VERSION
+
+    return f"native {ENGINE_VERSION}"
+
+
 def engine_class(config: SimConfig | None = None) -> type[Simulator]:
     """The engine class that runs a simulation under ``config``: :class:`~schedgym.sim.native_engine.NativeSimulator`
     or :class:`~schedgym.sim.python_engine.PythonSimulator`, as :func:`select_engine` picks from ``config.engine``
@@ -405,6 +416,7 @@ __all__ = [
     "SimConfig",
     "Simulator",
     "engine_class",
+    "engine_version",
     "is_integer",
     "is_number",
     "make_simulator",
