@@ -149,7 +149,9 @@ def kill_the_process_writing(pattern: str, root: Path, killed: list[int], timeou
 def test_a_trial_whose_worker_process_is_killed_is_trained_again_to_the_same_figures(tmp_path):
     runs = tmp_path / "runs"
     killed: list[int] = []
-    killer = threading.Thread(target=kill_the_process_writing, args=("*/trials/000/train.log", runs, killed))
+    killer = threading.Thread(
+        target=kill_the_process_writing, args=("*/trials/000/train.log", runs, killed), daemon=True
+    )
     killer.start()
     argv = [
         "tune", "--num-samples", "1", "--max-failures", "1", "--run-dir", str(runs),
@@ -158,7 +160,7 @@ def test_a_trial_whose_worker_process_is_killed_is_trained_again_to_the_same_fig
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         status = main(argv)
-    killer.join()
+    killer.join(timeout=1)
     assert killed and killed[0] != os.getpid()
     data = json.loads((tmp_path / "t.json").read_text())
     (trial,) = data["trials"]
