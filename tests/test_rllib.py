@@ -398,13 +398,17 @@ def test_training_goes_on_when_an_env_runner_process_is_killed(tmp_path, monkeyp
     assert (run / "model.npz").is_file() and (run / "checkpoint" / "rllib_checkpoint.json").is_file()
 
 
-@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:.*Overriding environment rllib-single-agent-env-v0")
 @pytest.mark.parametrize(
     ("restarts", "kills", "message"),
     [
         (0, 1, r"^an env runner was lost \(The actor died unexpectedly before finishing this task\.\) and no restart "),
-        (1, 2, r"^every env runner was lost and none can be restarted again \(1 restarts made; "),
+        pytest.param(
+            1,
+            2,
+            r"^every env runner was lost and none can be restarted again \(1 restarts made; ",
+            marks=pytest.mark.slow,
+        ),
     ],
 )
 def test_an_env_runner_lost_beyond_its_restarts_ends_the_run_in_one_line(tmp_path, monkeypatch, restarts, kills,

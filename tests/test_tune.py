@@ -144,7 +144,6 @@ def kill_the_process_writing(pattern: str, root: Path, killed: list[int], timeou
         time.sleep(0.01)
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="finds the trial's process through /proc")
 def test_a_trial_whose_worker_process_is_killed_is_trained_again_to_the_same_figures(tmp_path):
     runs = tmp_path / "runs"
