@@ -24,9 +24,9 @@ pytest.importorskip("sb3_contrib")
 from helpers import run_python_without_ray_settings  # noqa: E402
 
 from agents.train import TrainConfig, train  # noqa: E402
-from agents.tune import FAILED_FILE, METRICS, run_trial  # noqa: E402
+from agents.tune import FAILED_FILE, METRICS, TuneConfig, run_trial  # noqa: E402
 from schedgym.cli import build_parser, main  # noqa: E402
-from schedgym.errors import SchedGymError  # noqa: E402
+from schedgym.errors import ConfigError, SchedGymError  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("local_ray")]
 
@@ -172,6 +172,22 @@ def test_a_trial_whose_worker_process_is_killed_is_trained_again_to_the_same_fig
     }
     (run,) = [p for p in Path(trial["run_dir"]).parent.iterdir() if p.is_dir()]  # the killed attempt's is gone
     assert Path(trial["model"]).is_file() and Path(trial["model"]).is_relative_to(run)
+
+
+@pytest.mark.parametrize("value", [-1, 101, True, 1.5])
+def test_max_failures_is_checked(value):
+    with pytest.raises(ConfigError, match=f"Expected max_failures from 0 to 100, got {value!r}"):
+        TuneConfig(train={"total_timesteps": 64}, max_failures=value)
+
+
+def test_a_bad_max_failures_is_one_line_exit_2(capsys, tmp_path):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["tune", "--max-failures", "101", "--run-dir", str(tmp_path), *TINY_ARGS])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err == "schedgym: error: tune: argument --max-failures: expected an integer from 0 to 100, in ASCII " \
+        "digits, got '101'\n"  # fmt: skip
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_trials_own_error_is_raised_again_by_its_retry_without_training(tmp_path, monkeypatch):
