@@ -13,6 +13,14 @@ from typing import Any
 RLLIB_ALGO = "rllib_ppo"
 MAX_ENV_RUNNERS = 256
 """env runners (one Ray actor, one CPU each) at most"""
+MAX_ENV_RUNNER_RESTARTS = 1000
+"""restarts of one env runner at most (RLlib's own default)"""
+CLUSTER_ENV_RUNNER_RESTARTS = 3
+"""restarts of each env runner when ``max_env_runner_restarts`` is not given and training runs on a cluster
+(``address``): there nodes leave; on the local Ray of one run none, so that every run reproduces its seed"""
+RESTART_DELAY_S = 1.0
+"""seconds an env runner whose environment raised waits before its process exits to be restarted (RLlib's
+default is 60, a pause for the error to reach the log; a killed process or a lost node restarts without it)"""
 
 PPO_FIXED: dict[str, Any] = {
     "num_epochs": 10,
@@ -53,9 +61,43 @@ def ppo_settings(config: Any) -> dict[str, Any]:
             **PPO_FIXED,
         },
         "model_config": {"fcnet_hiddens": [int(h) for h in model.net_arch], "fcnet_activation": "tanh"},
+        "fault_tolerance": fault_tolerance(env_runner_restarts(config)),
         "reward_scale": float(config.rllib.reward_scale),
         "seed": config.common.seed,
     }
 
 
-__all__ = ["MAX_ENV_RUNNERS", "PPO_FIXED", "RLLIB_ALGO", "ppo_settings", "rollout_size"]
+def env_runner_restarts(config: Any) -> int:
+    """How often each env runner may be restarted: ``max_env_runner_restarts``, or when it is not given
+    :data:`CLUSTER_ENV_RUNNER_RESTARTS` on a cluster (``address``) and 0 on a local Ray."""
+    given = config.rllib.max_env_runner_restarts
+    if given is not None:
+        return int(given)
+    return CLUSTER_ENV_RUNNER_RESTARTS if config.rllib.address is not None else 0
+
+
+def fault_tolerance(restarts: int) -> dict[str, Any]:
+    """RLlib's ``fault_tolerance`` settings for ``restarts`` restarts of each env runner: Ray restarts the
+    actor of a lost env runner (its process killed, its node gone) or of one whose environment raised, and
+    RLlib syncs the learner's weights to it before it samples again; training goes on meanwhile with the
+    samples of the others. 0: a failed env runner fails the run (RLlib's ``restart_failed_env_runners=False``
+    and no ``ignore_env_runner_failures``), the only setting under which every run reproduces its seed."""
+    return {
+        "restart_failed_env_runners": restarts > 0,
+        "max_num_env_runner_restarts": restarts,
+        "delay_between_env_runner_restarts_s": RESTART_DELAY_S,
+    }
+
+
+__all__ = [
+    "CLUSTER_ENV_RUNNER_RESTARTS",
+    "MAX_ENV_RUNNERS",
+    "MAX_ENV_RUNNER_RESTARTS",
+    "PPO_FIXED",
+    "RESTART_DELAY_S",
+    "RLLIB_ALGO",
+    "env_runner_restarts",
+    "fault_tolerance",
+    "ppo_settings",
+    "rollout_size",
+]

@@ -18,6 +18,11 @@ does it (:mod:`schedgym.experiments.executors`: no dashboard, usage statistics o
 Ray 2.60's token authentication, Ray's default temp dir); a Ray already initialised in this process is used
 as it is. Seeds: ``seed`` goes to ``random``, numpy, torch and RLlib (``debugging(seed=...)``, which seeds
 each env runner and its environments).
+
+Faults: a lost env runner (its process killed, its node gone) is restarted by Ray up to
+``max_env_runner_restarts`` times (:func:`agents.rllib_config.env_runner_restarts`) while training goes on,
+and the run records how often (``env_runner_restarts``); such a run is not its seed's run (docs/rllib.md). With
+no restart allowed, or once none is left, a lost env runner ends the run with one line.
 """
 
 from __future__ import annotations
@@ -34,9 +39,9 @@ from typing import Any
 
 import numpy as np
 
-from agents.rllib_config import ppo_settings
+from agents.rllib_config import env_runner_restarts, ppo_settings
 from schedgym._atomic import atomic_dir, output_set
-from schedgym.errors import ConfigError
+from schedgym.errors import ConfigError, SchedGymError
 from schedgym.rllib import import_rllib, make_env, register_envs
 
 CHECKPOINT_DIR = "checkpoint"
@@ -88,8 +93,8 @@ def algorithm_config(config: Any, settings: dict[str, Any] | None = None) -> Any
             rl_module_spec=RLModuleSpec(module_class=MaskedPPOTorchRLModule, model_config=settings["model_config"])
         )
         .callbacks(on_environment_created=partial(setup_env_runner, common.torch_threads))
-        # A failed env runner fails the run: a restarted one would sample other episodes than the seed gives.
-        .fault_tolerance(restart_failed_env_runners=False)
+        # Restarts (max_env_runner_restarts) keep a long run on a cluster going; 0 keeps every run reproducible.
+        .fault_tolerance(**settings["fault_tolerance"])
         .debugging(seed=common.seed)
     )
 
@@ -171,6 +176,7 @@ def train_rllib(config: Any, run_dir: Path, on_evaluation: Callable[[dict[str, A
         "best_evaluation": best.stats if evaluations.history else None,
         "evaluations": evaluations.history,
         "iterations": iterations,
+        "env_runner_restarts": iterations[-1]["env_runner_restarts"] if iterations else 0,
         "rllib": rllib_meta,
     }
     _save_final(config, run_dir, best, summary, final, weights)
@@ -240,8 +246,10 @@ def _learn(algo: Any, config: Any, evaluations: Any) -> tuple[int, float, list[d
     t0 = time.perf_counter()
     steps = 0
     while steps < common.total_timesteps:
-        result = algo.train()
+        result = _train_iteration(algo, config)
         previous, steps = steps, _sampled(result)
+        if steps == previous:
+            _check_env_runners_left(algo)
         iterations.append(_iteration_summary(result, steps, config.rllib.reward_scale))
         if bar is not None:  # the last update may overshoot the total: the bar stops at it
             bar.update(min(steps, common.total_timesteps) - previous)
@@ -251,6 +259,51 @@ def _learn(algo: Any, config: Any, evaluations: Any) -> tuple[int, float, list[d
     if bar is not None:
         bar.close()
     return steps, seconds, iterations
+
+
+def _train_iteration(algo: Any, config: Any) -> dict[str, Any]:
+    """``algo.train()``; an env runner lost with no restarts allowed is one line, not Ray's traceback."""
+    from ray.exceptions import RayActorError
+
+    try:
+        return algo.train()
+    except RayActorError as exc:
+        restarts = env_runner_restarts(config)
+        allowed = "no restart" if restarts == 0 else f"{restarts} restarts"
+        raise SchedGymError(
+            f"an env runner was lost ({_first_line(exc)}) and {allowed} allowed; --max-env-runner-restarts N "
+            "restarts a lost env runner up to N times while training goes on"
+        ) from None
+
+
+def _check_env_runners_left(algo: Any) -> None:
+    """After an iteration that sampled nothing: RLlib, which restarts lost env runners, goes on while they
+    restart; once every one is gone for good (its restarts used up, Ray reports its actor dead) it would
+    sample nothing for ever, so the run ends here with one line."""
+    import ray
+    from ray.exceptions import ActorDiedError, GetTimeoutError, RayActorError
+
+    group = algo.env_runner_group
+    if group is None or group.num_remote_workers() == 0 or group.num_healthy_remote_workers() > 0:
+        return
+    # The group's handles (RLlib has no public accessor): a ping of a restarting actor waits for it.
+    for actor in group._worker_manager.actors().values():
+        try:
+            ray.get(actor.ping.remote(), timeout=algo.config.env_runner_health_probe_timeout_s)
+        except ActorDiedError:
+            continue  # gone for good
+        except (GetTimeoutError, RayActorError):
+            return  # restarting, or not known to be gone
+        return  # answered: RLlib brings it back at the next iteration
+    raise SchedGymError(
+        f"every env runner was lost and none can be restarted again ({group.num_remote_worker_restarts()} "
+        "restarts made; --max-env-runner-restarts sets how many each may have)"
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
 
 
 def _save_final(config: Any, run_dir: Path, best: Any, summary: dict[str, Any], final: dict, weights: Any) -> None:
@@ -310,6 +363,8 @@ def _iteration_summary(result: dict[str, Any], steps: int, reward_scale: float) 
         "timesteps": steps,
         "seconds": float(result.get("time_this_iter_s", float("nan"))),
         "episode_return_mean": None if ret is None else float(ret) / reward_scale,
+        # restarts of lost env runners so far: after one, the run is no longer its seed's (docs/rllib.md)
+        "env_runner_restarts": int(result.get("fault_tolerance", {}).get("num_remote_worker_restarts", 0)),
     }
     for key in ("policy_loss", "vf_loss", "vf_loss_unclipped", "vf_explained_var", "entropy"):
         if key in learner:

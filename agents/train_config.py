@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents.learned import ALGOS
-from agents.rllib_config import MAX_ENV_RUNNERS, RLLIB_ALGO, rollout_size
+from agents.rllib_config import MAX_ENV_RUNNER_RESTARTS, MAX_ENV_RUNNERS, RLLIB_ALGO, rollout_size
 from schedgym._fielddocs import option_fields
 from schedgym.cli import int_type
 from schedgym.errors import ConfigError, SchedGymError
@@ -247,6 +247,12 @@ class RLlibConfig:
     reward_scale: float = DEFAULT_REWARD_SCALE
     """rllib_ppo: rewards are multiplied by this, so that returns (about -1,500) do not saturate PPO's
     value-function clip; evaluation reports unscaled returns"""
+    max_env_runner_restarts: int | None = field(
+        default=None, metadata={"cli": {"type": int_type(0, MAX_ENV_RUNNER_RESTARTS), "metavar": "N"}}
+    )
+    """rllib_ppo: times each env runner is restarted when its process or node is lost, training going on
+    meanwhile (a run with a restart is not its seed's run: docs/rllib.md); 0: a lost env runner ends the run;
+    None: 3 with --address, 0 on the local Ray"""
 
     def __post_init__(self) -> None:
         runners = self.num_env_runners
@@ -256,6 +262,11 @@ class RLlibConfig:
         if address is not None and (not isinstance(address, str) or not address.strip()):
             raise ConfigError(f"Expected address 'auto' or HOST:PORT of a Ray cluster, got {address!r}")
         check_reward_scale(self.reward_scale)
+        restarts = self.max_env_runner_restarts
+        if restarts is not None and (
+            not isinstance(restarts, int) or isinstance(restarts, bool) or not 0 <= restarts <= MAX_ENV_RUNNER_RESTARTS
+        ):
+            raise ConfigError(f"Expected max_env_runner_restarts from 0 to {MAX_ENV_RUNNER_RESTARTS}, got {restarts!r}")
 
     def given(self) -> list[str]:
         """The fields set to other than their defaults (which the stable-baselines3 algorithms refuse)."""

@@ -13,6 +13,10 @@ trial ``i`` trains with seed ``--seed + i``; the same command draws the same tri
 fifo``, gets the same figures, on one machine or a cluster. Under ``asha`` which trials stop early can
 depend on the order in which concurrent trials report.
 
+Failures: a trial whose worker process or node is lost is started again by Tune (``max_failures``), from the
+beginning, since the trainable saves no checkpoint; it reports the same figures. A trial that fails by its own
+error is not trained again: its retries raise the recorded error (:data:`FAILED_FILE`).
+
 Ray is imported only inside the functions that run the search (:func:`import_tune`); everything up to
 :func:`plan_trials` works without it.
 """
@@ -56,6 +60,11 @@ SCHEDULERS = ("fifo", "asha")
 part at an evaluation"""
 MAX_TRIALS = 10_000
 MAX_CHOICES = 1_000
+MAX_FAILURES = 100
+"""retries of one trial at most (Tune's ``FailureConfig(max_failures=...)``; its -1, for ever, is not offered)"""
+FAILED_FILE = "trial_error.txt"
+"""in a trial's folder: the error that ended an attempt of the trial by its own fault, which a retry raises
+again instead of training again"""
 
 # --- what can be searched
 
@@ -78,6 +87,7 @@ NOT_SEARCHABLE = {
     "progress": "trials show no progress bar",
     "torch_threads": "every trial trains with one torch thread (it requests one CPU)",
     "address": "it says where the trials' training runs, not what it is: tune's own --address places the trials",
+    "max_env_runner_restarts": "it says how training survives a lost env runner, not what it trains",
 }
 """TrainConfig fields that are never searched, and why"""
 ENV_SEARCHABLE = ("max_candidates", "reward", "te_weight", "be_weight", "preemption_cost")
@@ -289,6 +299,10 @@ class TuneConfig:
     address: str | None = field(default=None, metadata={"cli": {"metavar": "auto|HOST:PORT"}})
     """the running Ray cluster to use ('auto': the one 'ray start --head' started on this machine, or HOST:PORT);
     None starts a local Ray for this search and stops it after"""
+    max_failures: int = field(default=2, metadata={"cli": {"type": int_type(0, MAX_FAILURES), "metavar": "N"}})
+    """times a trial whose worker process or node was lost is started again, from the beginning (trials keep no
+    checkpoint; with the same seed it reports the same figures); a trial failing by its own error is not trained
+    again; 0: a lost trial stays failed"""
     run_dir: str = "runs"
     """where the search is written: {run_dir}/tune__{env_id with / as _}__{seed}__{timestamp}/ with Tune's
     results, each trial's training run and tune.json"""
@@ -333,6 +347,9 @@ class TuneConfig:
                 continue
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"Expected {name} > 0, got {value!r}")
+        failures = self.max_failures
+        if not isinstance(failures, int) or isinstance(failures, bool) or not 0 <= failures <= MAX_FAILURES:
+            raise ConfigError(f"Expected max_failures from 0 to {MAX_FAILURES}, got {failures!r}")
         if self.metric not in METRICS:
             raise ConfigError(f"Expected metric in {list(METRICS)}, got {self.metric!r}")
         if self.scheduler not in SCHEDULERS:
@@ -443,7 +460,7 @@ def run_trial(config: dict[str, Any], train: dict[str, Any], root: str) -> None:
 
     trial = config["trial"]
     run_dir = Path(root) / "trials" / f"{trial['index']:03d}"
-    run_dir.mkdir(parents=True, exist_ok=True)
+    _start_attempt(run_dir)
     reported = []
 
     def report(stats: dict[str, Any]) -> None:
@@ -456,10 +473,57 @@ def run_trial(config: dict[str, Any], train: dict[str, Any], root: str) -> None:
     # What training prints goes to the trial's folder, not between the driver's lines. Opened and closed by the
     # thread that trains, the file stays open as long as that thread may print (Tune's log_to_file closes its
     # streams when it stops a trial, while the thread can still be finishing an evaluation).
-    with open(run_dir / "train.log", "w", encoding="utf-8") as log, contextlib.redirect_stdout(log):
-        train_run(train_config, on_evaluation=report)
-    if not reported:  # an algorithm whose training never calls on_evaluation cannot be ranked
-        raise SchedGymError(f"trial {trial['index']}: training reported no validation evaluation")
+    try:
+        with open(run_dir / "train.log", "w", encoding="utf-8") as log, contextlib.redirect_stdout(log):
+            train_run(train_config, on_evaluation=report)
+        if not reported:  # an algorithm whose training never calls on_evaluation cannot be ranked
+            raise SchedGymError(f"trial {trial['index']}: training reported no validation evaluation")
+    except Exception as exc:
+        if not _lost_worker(exc):
+            _record_failure(run_dir, exc)
+        raise
+
+
+def _start_attempt(run_dir: Path) -> None:
+    """Make the trial's folder ready for an attempt. An earlier attempt that failed by its own error left
+    :data:`FAILED_FILE`: that error is raised again, since training again would fail the same way (Tune's
+    ``max_failures`` retries every failure). An earlier attempt whose worker or node was lost left an
+    unfinished run: it is removed, and the trial trains from the beginning (it keeps no checkpoint)."""
+    import shutil
+
+    failed = run_dir / FAILED_FILE
+    if failed.is_file():
+        recorded = failed.read_text(encoding="utf-8").strip()
+        raise SchedGymError(f"{recorded} (an earlier attempt's own error: raised again without training)")
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True)
+
+
+def _lost_worker(exc: BaseException) -> bool:
+    """Whether ``exc`` says a Ray process or node this trial used was lost (retried), not that the trial
+    failed by itself (not retried)."""
+    from ray import exceptions
+
+    lost = (
+        exceptions.RayActorError,
+        exceptions.WorkerCrashedError,
+        exceptions.NodeDiedError,
+        exceptions.ObjectLostError,
+        exceptions.LocalRayletDiedError,
+    )
+    return isinstance(exc, lost)
+
+
+def _record_failure(run_dir: Path, exc: BaseException) -> None:
+    """:data:`FAILED_FILE` with the error's last line (its type too, but for schedgym's own one-line errors),
+    written atomically; if it cannot be written (a full disk), a retry trains again."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = lines[-1] if lines else ""
+    if not isinstance(exc, SchedGymError):
+        text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    with contextlib.suppress(OSError, SchedGymError), atomic_open(run_dir / FAILED_FILE) as fh:
+        fh.write(text + "\n")
 
 
 # --- the search
@@ -478,6 +542,8 @@ class TrialOutcome:
     run_dir: str | None = None
     model: str | None = None
     error: str | None = None
+    retries: int = 0
+    """times Tune started the trial again after a failure (its figures are the last attempt's)"""
 
 
 @dataclass(frozen=True)
@@ -529,8 +595,8 @@ def run_tune(config: TuneConfig, log: Callable[[str], None] = print) -> TuneResu
     with ray_session(ray, ExecutorConfig(kind="ray", address=config.address)):
         root = _new_run_dir(config, base)
         try:
-            grid = _fit(tune, config, base, trials, root, log)
-            outcomes = collect_outcomes(config, trials, grid, root)
+            grid, retries = _fit(tune, config, base, trials, root, log)
+            outcomes = collect_outcomes(config, trials, grid, root, retries)
         except BaseException:
             remove_empty_dirs(root)  # a search that failed before writing anything leaves no empty folder
             raise
@@ -558,7 +624,10 @@ def _trial_dirname(trial: Any) -> str:
     return f"trial_{trial.config['trial']['index']:03d}"
 
 
-def _fit(tune: Any, config: TuneConfig, base: TrainConfig, trials: Sequence[Trial], root: Path, log: Callable) -> Any:
+def _fit(
+    tune: Any, config: TuneConfig, base: TrainConfig, trials: Sequence[Trial], root: Path, log: Callable
+) -> tuple[Any, dict[int, int]]:
+    """Tune's ResultGrid of the trials, and how often each trial was started again (trial index -> count)."""
     import os
 
     scheduler = None
@@ -574,6 +643,7 @@ def _fit(tune: Any, config: TuneConfig, base: TrainConfig, trials: Sequence[Tria
         tune.with_parameters(run_trial, train=dict(config.train), root=str(root)), {"cpu": 1}
     )
     space = [{"index": t.index, "seed": t.seed, "params": t.params} for t in trials]
+    progress = _progress(tune, config.metric, len(trials), log)
     tuner = tune.Tuner(
         trainable,
         param_space={"trial": tune.grid_search(space)},
@@ -589,7 +659,9 @@ def _fit(tune: Any, config: TuneConfig, base: TrainConfig, trials: Sequence[Tria
             name="tune",
             storage_path=str(root),  # not ~/ray_results
             verbose=0,
-            callbacks=[_progress(tune, config.metric, len(trials), log)],
+            # Tune starts a failed trial again; without a checkpoint (run_trial saves none) from the beginning.
+            failure_config=tune.FailureConfig(max_failures=config.max_failures),
+            callbacks=[progress],
         ),
     )
     # Tune's newer console output prints a banner even at verbose 0; the older one stays quiet there, and
@@ -597,7 +669,7 @@ def _fit(tune: Any, config: TuneConfig, base: TrainConfig, trials: Sequence[Tria
     saved = os.environ.get("RAY_AIR_NEW_OUTPUT")
     os.environ["RAY_AIR_NEW_OUTPUT"] = "0"
     try:
-        return tuner.fit()
+        return tuner.fit(), progress.retries
     finally:
         if saved is None:
             os.environ.pop("RAY_AIR_NEW_OUTPUT", None)
@@ -611,6 +683,8 @@ def _progress(tune: Any, metric: str, n: int, log: Callable[[str], None]) -> Any
     class Progress(tune.Callback):
         def __init__(self) -> None:
             self.ended = 0
+            self.retries: dict[int, int] = {}
+            """trial index -> times Tune started it again"""
 
         def _line(self, trial: Any, what: str) -> None:
             self.ended += 1
@@ -625,15 +699,27 @@ def _progress(tune: Any, metric: str, n: int, log: Callable[[str], None]) -> Any
         def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
             self._line(trial, "failed")
 
+        def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+            index = trial.config["trial"]["index"]
+            self.retries[index] = self.retries.get(index, 0) + 1
+            log(f"trial {index} failed; starting it again from the beginning (retry {self.retries[index]})")
+
     return Progress()
 
 
 _STATUS_ORDER = {"finished": 0, "stopped": 1, "error": 2}
 
 
-def collect_outcomes(config: TuneConfig, trials: Sequence[Trial], results: Any, root: Path) -> list[TrialOutcome]:
+def collect_outcomes(
+    config: TuneConfig,
+    trials: Sequence[Trial],
+    results: Any,
+    root: Path,
+    retries: Mapping[int, int] | None = None,
+) -> list[TrialOutcome]:
     """Each trial's outcome from Tune's ``results`` (a ResultGrid: objects with ``config``, ``metrics`` and
-    ``error``), ranked as :class:`TuneResult` says; a trial's run folder is looked up under ``root``."""
+    ``error``), ranked as :class:`TuneResult` says; a trial's run folder is looked up under ``root``;
+    ``retries``: how often Tune started each trial again (trial index -> count)."""
     by_index = {t.index: t for t in trials}
     outcomes = []
     for result in results:
@@ -659,6 +745,7 @@ def collect_outcomes(config: TuneConfig, trials: Sequence[Trial], results: Any, 
                 str(run_dir) if run_dir else None,
                 str(model) if model else None,
                 error,
+                (retries or {}).get(trial.index, 0),
             )
         )
 
@@ -747,6 +834,7 @@ def to_json(result: TuneResult) -> dict[str, Any]:
         "objective": "(te_p95 + be_p95) / 2 of the validation workloads",
         "scheduler": config.scheduler,
         "num_samples": config.num_samples,
+        "max_failures": config.max_failures,
         "search": [s.text for s in config.search],
         "train_config": dict(config.train),
         "run_dir": str(result.run_dir),
@@ -763,6 +851,7 @@ def to_json(result: TuneResult) -> dict[str, Any]:
                 "run_dir": o.run_dir,
                 "model": o.model,
                 "error": o.error,
+                "retries": o.retries,
             }
             for rank, o in enumerate(result.outcomes, 1)
         ],
