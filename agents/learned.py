@@ -57,7 +57,9 @@ ALGOS: dict[str, tuple[str, str, bool]] = {
 }
 EVOLVED = "evolved"
 """the algorithm name of an agent searched by :mod:`agents.evolve` (a plan-mode scorer, ``.npz``)"""
-NPZ_ALGOS = ("rllib_ppo", EVOLVED)
+LEAN_PPO = "lean_ppo"
+"""the algorithm name of an agent trained by :mod:`agents.lean_ppo` (the same plan-mode scorer as ``evolved``)"""
+NPZ_ALGOS = ("rllib_ppo", EVOLVED, LEAN_PPO)
 """algorithms whose models are ``.npz`` files"""
 
 
@@ -170,7 +172,7 @@ class LearnedPolicy(Policy):
 
 def load_agent(path: str | Path, name: str | None = None) -> Policy:
     """The agent saved at ``path`` by ``schedgym train`` (``.zip``, or ``.npz`` for ``rllib_ppo``, and its
-    ``.json``) or by ``python -m agents.evolve`` (``.npz``), evaluated in numpy."""
+    ``.json``) or by ``python -m agents.evolve`` or ``python -m agents.lean_ppo`` (``.npz``), evaluated in numpy."""
     from agents.inference import load_policy_network, load_rllib_network
 
     given = str(path)
@@ -191,7 +193,7 @@ def load_agent(path: str | Path, name: str | None = None) -> Policy:
             f"{given}: its {meta_path.name} says algorithm {algo!r}, which saves "
             f"{'.npz' if algo in NPZ_ALGOS else '.zip'} models, not {path.suffix}"
         )
-    if algo == EVOLVED:
+    if algo in (EVOLVED, LEAN_PPO):
         from agents.evolve import load_evolved
 
         return load_evolved(path, _read_meta(meta_path), config, name=name if name is not None else path.stem)
@@ -231,8 +233,10 @@ def describe(meta_path: Path) -> tuple[str, Any]:
                 f"{meta_path}: not a schedgym agent description (expected {key!r} to be a JSON "
                 f"{'string' if kind is str else 'object'}, got {value!r})"
             )
-    if algo not in ALGOS and algo != EVOLVED:
-        raise SchedGymError(f"{meta_path}: unknown algorithm {algo!r}; expected one of {sorted([*ALGOS, EVOLVED])}")
+    if algo not in ALGOS and algo not in (EVOLVED, LEAN_PPO):
+        raise SchedGymError(
+            f"{meta_path}: unknown algorithm {algo!r}; expected one of {sorted([*ALGOS, EVOLVED, LEAN_PPO])}"
+        )
     env_id = schedgym.SUPERSEDED.get(str(env_id), str(env_id))  # the same spaces under a newer version
     if env_id not in gym.registry or not str(env_id).startswith("schedgym/"):
         raise SchedGymError(f"{meta_path}: unknown environment {env_id!r}; expected a schedgym/ id")

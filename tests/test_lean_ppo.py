@@ -1,0 +1,167 @@
+"""agents.lean_ppo: the input-driven baseline, GAE and the masked log-probabilities by hand; a tiny run is a
+function of its configuration; the CLI writes its output set, which loads and compares like any agent."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pytest
+
+from agents import lean_ppo
+from agents.evolve import PLAN_WIDTH, PlanScoreNetwork
+from agents.lean_ppo import LeanPPOConfig, batch_scores, gae, input_driven_baseline, returns_to_go
+from schedgym.decision.features import N_HEAD_V2, QUEUE_FEATURES
+from schedgym.errors import ConfigError
+from schedgym.experiments.compare import CompareConfig, run_comparison
+from schedgym.registry import make_policy
+
+# A run small enough for a test: 300-job paper workloads, 2 updates of 2 workloads x 2 rollouts.
+TINY = dict(n_jobs=300, updates=2, seeds_per_update=2, rollouts_per_seed=2, num_envs=3, validation_seeds=2,
+            validate_every=1, stats_seeds=2, minibatch_size=64, hidden=4)  # fmt: skip
+TINY_ARGS = [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()]
+
+
+def test_returns_to_go_hand_computed():
+    assert returns_to_go(np.array([-1.0, -2.0, -3.0])) == pytest.approx([-6.0, -5.0, -3.0])
+    assert returns_to_go(np.array([-1.0, -2.0, -4.0]), gamma=0.5) == pytest.approx([-3.0, -4.0, -4.0])
+
+
+def test_input_driven_baseline_interpolates_the_other_rollouts_over_time():
+    # Rollout A decides at t = 0, 10 (return-to-go -6, -4) and ends at 20; B at 5, 15 (-10, -2), ends at 25;
+    # C at 0 (-3), ends at 30.
+    times = [np.array([0.0, 10.0]), np.array([5.0, 15.0]), np.array([0.0])]
+    togo = [np.array([-6.0, -4.0]), np.array([-10.0, -2.0]), np.array([-3.0])]
+    ends = [20.0, 25.0, 30.0]
+    base = input_driven_baseline(times, togo, ends)
+    # B's curve: -10 until t=5 (constant before its first decision), -6 at 10 (half way to -2 at 15), 0 at 25.
+    # C's curve: -3 at 0, 0 at 30: -2 at 10, -2.5 at 5, -1.5 at 15.
+    # A's curve: -6 at 0, -5 at 5, -4 at 10, -2 at 15 (half way to 0 at 20), 0 after 20.
+    assert base[0] == pytest.approx([(-10.0 - 3.0) / 2, (-6.0 - 2.0) / 2])
+    assert base[1] == pytest.approx([(-5.0 - 2.5) / 2, (-2.0 - 1.5) / 2])
+    assert base[2] == pytest.approx([(-6.0 - 10.0) / 2])
+    with pytest.raises(ValueError, match="at least 2 rollouts"):
+        input_driven_baseline(times[:1], togo[:1], ends[:1])
+
+
+def test_gae_over_the_baseline_hand_computed():
+    rewards, values = np.array([-1.0, -2.0, -3.0]), np.array([-5.0, -4.0, -2.0])
+    # gamma = lambda = 1: the return-to-go minus the baseline
+    assert gae(rewards, values, 1.0, 1.0) == pytest.approx(returns_to_go(rewards) - values)
+    # gamma 0.5, lambda 0.5: delta = (-1 + 0.5 * -4 + 5, -2 + 0.5 * -2 + 4, -3 + 0 + 2) = (2, 1, -1)
+    # A_2 = -1; A_1 = 1 + 0.25 * -1 = 0.75; A_0 = 2 + 0.25 * 0.75 = 2.1875
+    assert gae(rewards, values, 0.5, 0.5) == pytest.approx([2.1875, 0.75, -1.0])
+
+
+def test_masked_log_probs_are_a_softmax_over_the_legal_rows_only():
+    torch = pytest.importorskip("torch")
+    scores = torch.tensor([[1.0, float("-inf"), 0.0, float("-inf")], [0.0, 2.0, float("-inf"), float("-inf")]])
+    logp, entropy = lean_ppo.masked_log_probs(scores, torch.tensor([2, 1]))
+    z0, z1 = math.e + 1.0, 1.0 + math.e**2
+    assert logp.tolist() == pytest.approx([math.log(1 / z0), math.log(math.e**2 / z1)])
+    p0, p1 = np.array([math.e / z0, 1 / z0]), np.array([1 / z1, math.e**2 / z1])
+    assert entropy.tolist() == pytest.approx([-(p0 * np.log(p0)).sum(), -(p1 * np.log(p1)).sum()])
+    assert torch.isfinite(entropy).all()
+
+
+def test_the_torch_network_is_the_numpy_scorer_it_exports():
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(3)
+    module = lean_ppo.make_module(5)
+    rng = np.random.default_rng(0)
+    mean, scale = rng.normal(size=PLAN_WIDTH), rng.uniform(0.5, 2.0, PLAN_WIDTH)
+    net = PlanScoreNetwork(6, 4, 5, module.flat_params(), mean, scale)
+    obs = rng.uniform(size=(3, N_HEAD_V2 + 2 * 4 * len(QUEUE_FEATURES) + 6 * PLAN_WIDTH)).astype(np.float32)
+    mask = np.array([[True, True, False, True, False, True], [True] * 6, [True] + [False] * 5])
+    ours = batch_scores(net, obs, mask)
+    for i in range(3):  # the batched scorer is PlanScoreNetwork's, row by row
+        assert ours[i] == pytest.approx(net.scores(obs[i], mask[i]), rel=1e-12)
+    head, rows = lean_ppo.split(obs, 6, 4)
+    z = torch.tensor((rows - mean) / scale, dtype=torch.float32)
+    with torch.no_grad():
+        theirs = module(torch.tensor(head, dtype=torch.float32), z, torch.tensor(mask)).double().numpy()
+    assert np.array_equal(np.isinf(theirs), ~mask)
+    assert theirs[mask] == pytest.approx(ours[mask], rel=1e-5, abs=1e-5)
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"rollouts_per_seed": 1}, "rollouts_per_seed >= 2"),
+        ({"gamma": 0.0}, "0 < gamma <= 1"),
+        ({"learning_rate": -1.0}, "learning_rate > 0"),
+        ({"num_envs": 0}, "num_envs >= 1"),
+        ({"entropy_coef": float("nan")}, "entropy_coef >= 0"),
+    ],
+)
+def test_config_is_validated(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        LeanPPOConfig(**overrides)
+
+
+def test_a_tiny_run_is_a_function_of_its_configuration(tmp_path):
+    pytest.importorskip("torch")
+    assert lean_ppo.main(["--out", str(tmp_path / "a"), *TINY_ARGS]) == 0
+    # the same configuration on other sub-environment and worker counts: the same episodes, the same weights
+    assert lean_ppo.main(["--out", str(tmp_path / "b"), *TINY_ARGS, "--num-envs=2", "--workers=2"]) == 0
+    a, b = (np.load(tmp_path / x / "agent.npz") for x in "ab")
+    for key in ("params", "row_mean", "row_scale"):
+        assert np.array_equal(a[key], b[key])
+    curve_a = json.loads((tmp_path / "a" / "training.json").read_text())["curve"]
+    curve_b = json.loads((tmp_path / "b" / "training.json").read_text())["curve"]
+    assert curve_a == curve_b and len(curve_a) == 3
+
+
+def test_an_update_moves_the_weights_the_same_way_every_time():
+    torch = pytest.importorskip("torch")
+    config = LeanPPOConfig(**{**TINY, "n_jobs": 800})
+    runs = []
+    for num_envs in (3, 2):
+        c = dataclasses.replace(config, num_envs=num_envs)
+        torch.manual_seed(c.seed)
+        module = lean_ppo.make_module(c.hidden)
+        optimizer = torch.optim.Adam(module.parameters(), lr=c.learning_rate)
+        venv = lean_ppo.make_vec_env(c)
+        mean, scale = lean_ppo.row_statistics(c, venv)
+        before = module.flat_params()
+        net = PlanScoreNetwork(24, 4, c.hidden, before, mean, scale)
+        episodes, _ = lean_ppo.play_update(c, venv, None, net, 1)
+        assert [e.seed for e in episodes] == [1_000_000, 1_000_000, 1_000_001, 1_000_001]
+        assert not np.array_equal(episodes[0].action, episodes[1].action)  # two rollouts, two samples
+        stats = lean_ppo.ppo_update(module, optimizer, net, episodes, lean_ppo.advantages(episodes, c), c,
+                                    np.random.default_rng(0))  # fmt: skip
+        assert stats["decisions"] > 10
+        runs.append((mean, before, module.flat_params()))
+    (mean_a, before_a, after_a), (mean_b, before_b, after_b) = runs
+    assert np.array_equal(mean_a, mean_b) and np.array_equal(before_a, before_b) and np.array_equal(after_a, after_b)
+    assert not np.allclose(before_a, after_a)
+
+
+def test_the_cli_writes_its_output_set_which_loads_and_compares(tmp_path, capsys):
+    pytest.importorskip("torch")
+    out = tmp_path / "run"
+    assert lean_ppo.main(["--out", str(out), *TINY_ARGS]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["agent.json", "agent.npz", "training.json"]
+    meta = json.loads((out / "agent.json").read_text())
+    report = json.loads((out / "training.json").read_text())
+    assert meta["algo"] == "lean_ppo" and meta["env_id"] == "schedgym/PreemptionPlan-v1"
+    assert meta["train_command"] == report["command"]
+    # the recorded command, run again, is this configuration
+    again, _ = lean_ppo.parse_args(report["command"].split()[3:])
+    assert again == LeanPPOConfig(**TINY) and LeanPPOConfig(**report["config"]) == again
+    assert report["steps"] > 0 and report["chosen_update"] in (0, 1, 2)
+    chosen = next(p for p in report["curve"] if p["update"] == report["chosen_update"])
+    assert chosen["objective"] == min(p["objective"] for p in report["curve"])
+    # the numpy network written is the one validated: replayed on the validation workloads, the same objective
+    network = PlanScoreNetwork.from_arrays(dict(np.load(out / "agent.npz")), report["network"])
+    assert lean_ppo.validate(LeanPPOConfig(**report["config"]), network)["objective"] == chosen["objective"]
+    assert "validation objective" in capsys.readouterr().out
+    policy = make_policy(f"mine:{out / 'agent.npz'}")
+    assert policy.name == "mine" and np.array_equal(policy.network.params, np.load(out / "agent.npz")["params"])
+    result = run_comparison(CompareConfig(policies=("fitgpp", f"mine:{out / 'agent.npz'}"), seeds=2, n_jobs=300))
+    assert set(result.runs) == {"fitgpp", "mine"}
+    # a bad option is one error line and exit 2, and writes nothing
+    assert lean_ppo.main(["--out", str(tmp_path / "bad"), *TINY_ARGS, "--rollouts-per-seed=1"]) == 2
+    assert "rollouts_per_seed >= 2" in capsys.readouterr().err and not (tmp_path / "bad").exists()
