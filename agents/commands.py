@@ -23,7 +23,8 @@ def add_train(sub: argparse._SubParsersAction) -> Callable[[argparse.Namespace],
         "train",
         help="train a learned agent (stable-baselines3, or RLlib)",
         description="Train MaskablePPO (default), PPO or DQN on a schedgym environment (the 'rl' extra), or RLlib's "
-        "PPO with --algo rllib_ppo (the 'rllib' extra; --num-env-runners, --address, --reward-scale).",
+        "PPO with --algo rllib_ppo (the 'rllib' extra; --num-env-runners, --address, --reward-scale, "
+        "--max-env-runner-restarts).",
     )
     add_options(tr, TrainConfig)
     return _train
