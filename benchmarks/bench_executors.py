@@ -320,19 +320,33 @@ class RayCluster:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-def measure_on(cluster: RayCluster, argv: list[str]) -> dict:
-    """:func:`measure` of ``argv`` by ``--address`` on ``cluster``; the cluster's processes' CPU time during
-    the case is added (those that ended during it are missed: Ray keeps its workers)."""
+def measure_on(cluster: RayCluster, argv: list[str], interval: float = 0.1) -> dict:
+    """:func:`measure` of ``argv`` by ``--address`` on ``cluster``, adding the CPU time the cluster's
+    processes used during the case: sampled every ``interval`` s, each process's last sample less its CPU time
+    before the case (Ray ends a job's workers when its driver leaves: they are counted up to their last
+    sample, so at most ``interval`` s of each is missed)."""
     before = cluster.cpu()
+    last: dict[tuple[int, int], float] = dict(before)
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            last.update(cluster.cpu())
+            stop.wait(interval)
+
+    sampler = threading.Thread(target=sample, daemon=True)
     saved = dict(os.environ)
     os.environ.update(cluster.env)
+    sampler.start()
     try:
         m = measure([*argv, "--executor", "ray", "--address", cluster.address], frozenset(n.pid for n in cluster.nodes))
     finally:
+        stop.set()
+        sampler.join()
         os.environ.clear()
         os.environ.update(saved)
-    after = cluster.cpu()
-    used = sum(cpu - before.get(key, 0.0) for key, cpu in after.items())
+    last.update(cluster.cpu())
+    used = sum(cpu - before.get(key, 0.0) for key, cpu in last.items())
     return {**m, "cpu": m["cpu"] + used, "sampled": m["sampled"] + used}
 
 
