@@ -524,11 +524,7 @@ def train(config: LeanPPOConfig, out: Path | None = None, log: Any = print) -> d
     base = PlanScoreNetwork(shown.max_plans, shown.queue_rows, config.hidden, np.zeros(0), row_mean, row_scale)
     rng = np.random.default_rng([config.seed, 0])
 
-    evolve_config = config.evolve_config()
-    seeds = config.validation()
-    rules = {name: {k: float(np.mean([r[k] for r in runs])) for k in ("objective", *FIGURES, "preemptions")}
-             for name, runs in (("fitgpp", rule_figures(evolve_config, "fitgpp", seeds)),
-                                ("k8s", rule_figures(evolve_config, "k8s", seeds)))}  # fmt: skip
+    rules = validation_rules(config)
     curve: list[dict[str, Any]] = []
     best: tuple[float, np.ndarray, int] | None = None
     steps = idle = 0
@@ -550,13 +546,7 @@ def train(config: LeanPPOConfig, out: Path | None = None, log: Any = print) -> d
 
     checkpoint(0, module.flat_params())
     with contextlib.ExitStack() as stack:
-        pool = None
-        if config.workers > 1:  # fork where there is fork: the workers inherit the imported modules
-            import multiprocessing as mp
-
-            pool = stack.enter_context(
-                mp.get_context("fork" if sys.platform == "linux" else "spawn").Pool(config.workers)
-            )
+        pool = _pool(stack, config.workers)
         for update in range(1, config.updates + 1):
             network = base.with_params(module.flat_params())
             t0 = time.perf_counter()
@@ -595,6 +585,25 @@ def train(config: LeanPPOConfig, out: Path | None = None, log: Any = print) -> d
     if out is not None:
         write(out, base.with_params(params), report)
     return report
+
+
+def validation_rules(config: LeanPPOConfig) -> dict[str, dict[str, float]]:
+    """fitgpp's and k8s's mean figures on the validation workloads (the curve's horizontal lines)."""
+    evolve_config = config.evolve_config()
+    seeds = config.validation()
+    return {name: {k: float(np.mean([r[k] for r in runs])) for k in ("objective", *FIGURES, "preemptions")}
+            for name, runs in (("fitgpp", rule_figures(evolve_config, "fitgpp", seeds)),
+                               ("k8s", rule_figures(evolve_config, "k8s", seeds)))}  # fmt: skip
+
+
+def _pool(stack: contextlib.ExitStack, workers: int) -> Any:
+    """A pool of ``workers`` processes that play an update's workloads, or None for one process."""
+    if workers <= 1:
+        return None
+    import multiprocessing as mp
+
+    # fork where there is fork: the workers inherit the imported modules
+    return stack.enter_context(mp.get_context("fork" if sys.platform == "linux" else "spawn").Pool(workers))
 
 
 # ---------------------------------------------------------------------------------------------- outputs
