@@ -278,11 +278,6 @@ def worker_for(context: RunContext) -> Worker:
     return _WORKER
 
 
-def run_task(context: RunContext, task: RunTask) -> RunOutcome:
-    """Run ``task`` in this process (the task function of the ``process`` and ``ray`` executors)."""
-    return worker_for(context).run(task)
-
-
 def run_batch(context: RunContext, tasks: Sequence[RunTask]) -> list[RunOutcome]:
     """Run ``tasks`` one after another in this process (the task function of ``process`` and ``ray``)."""
     worker = worker_for(context)
@@ -368,9 +363,7 @@ def _execute_process(
     remaining = {chunk[0].index: chunk for chunk in chunks}  # in order; a batch leaves once it is yielded
     failures = 0
     while True:
-        lost = yield from _process_pool_round(
-            min(workers, len(remaining)), context, list(remaining.values()), remaining
-        )
+        lost = yield from _process_pool_round(workers, context, remaining)
         if lost is None:
             return
         failures += 1
@@ -383,20 +376,18 @@ def _execute_process(
 
 
 def _process_pool_round(
-    workers: int,
-    context: RunContext,
-    chunks: Sequence[tuple[RunTask, ...]],
-    remaining: dict[int, tuple[RunTask, ...]],
+    workers: int, context: RunContext, remaining: dict[int, tuple[RunTask, ...]]
 ) -> Generator[RunOutcome, None, str | None]:
-    """One pool's life: run ``chunks``, yielding outcomes and removing each finished batch from
-    ``remaining``; return None when all are done, or why the pool broke."""
+    """One pool's life: run the batches of ``remaining``, yielding outcomes and removing each finished batch
+    from it; return None when all are done, or why the pool broke."""
+    workers = min(workers, len(remaining))
     pool = ProcessPoolExecutor(
         max_workers=workers, mp_context=_mp_context(), initializer=_init_process_worker, initargs=(context,)
     )
     try:
         # At most two batches queued per worker: a failure stops the comparison soon, and results (a run's
         # per-job arrays) do not pile up in the pipe.
-        queue = iter(chunks)
+        queue = iter(list(remaining.values()))  # a copy: finished batches leave remaining as we go
         pending: dict[Future[list[RunOutcome]], tuple[RunTask, ...]] = {}
 
         def refill() -> None:
@@ -672,6 +663,5 @@ __all__ = [
     "batches",
     "ray_session",
     "run_batch",
-    "run_task",
     "run_tasks",
 ]

@@ -34,28 +34,13 @@ import numpy as np
 from schedgym import __version__, limits
 from schedgym._atomic import atomic_open, outside_output_set
 from schedgym.errors import ConfigError, SchedGymError
-from schedgym.sim.metrics import RunResult, SegmentTable
+from schedgym.sim.metrics import PER_JOB_ARRAYS, RunResult, SegmentTable
 from schedgym.sim.simulator import engine_version
 
 FORMAT = 1
 """The run folder's layout version (``grid.json``'s ``format``)."""
 
-KEEPS = ("result", "summary")
-
 _UNIT = re.compile(r"u(\d{7})\.(npz|json)")
-_ARRAYS = (
-    "job_class",
-    "submit",
-    "duration",
-    "gpus",
-    "cpus",
-    "first_start",
-    "completion",
-    "preemptions",
-    "grace_time",
-    "overhead_time",
-    "run_time",
-)
 _SEGMENT_COLUMNS = ("seg_job", "seg_node", "seg_start", "seg_end", "seg_completed")
 MAX_UNIT_BYTES = limits.MAX_TEXT_BYTES
 """A unit file larger than this is not one this package wrote (bounded reads of a folder given by a user)."""
@@ -287,7 +272,7 @@ def _result_arrays(result: RunResult) -> dict[str, np.ndarray]:
         if isinstance(segments, SegmentTable)
         else SegmentTable.from_segments(segments).columns  # the Python engine's list of Segment
     )
-    arrays = {name: getattr(result, name) for name in _ARRAYS}
+    arrays = {name: getattr(result, name) for name in PER_JOB_ARRAYS}
     arrays.update(zip(_SEGMENT_COLUMNS, columns, strict=True))
     arrays["job_ids"] = np.array(result.job_ids, dtype=str)
     arrays["capacity_total"] = result.capacity_total
@@ -307,16 +292,16 @@ def _result_from_arrays(arrays: dict[str, np.ndarray]) -> RunResult:
     try:
         job_ids = arrays["job_ids"]
         n = len(job_ids)
-        columns = {name: arrays[name] for name in (*_ARRAYS, *_SEGMENT_COLUMNS, "capacity_total")}
+        columns = {name: arrays[name] for name in (*PER_JOB_ARRAYS, *_SEGMENT_COLUMNS, "capacity_total")}
     except KeyError as exc:
         raise SchedGymError(f"no array {exc}") from None
-    if job_ids.dtype.kind != "U" or any(columns[name].shape != (n,) for name in _ARRAYS):
+    if job_ids.dtype.kind != "U" or any(columns[name].shape != (n,) for name in PER_JOB_ARRAYS):
         raise SchedGymError("per-job arrays of different lengths")
     m = len(columns["seg_job"])
     if any(columns[name].shape != (m,) for name in _SEGMENT_COLUMNS):
         raise SchedGymError("segment columns of different lengths")
     segments = SegmentTable(*(columns[name] for name in _SEGMENT_COLUMNS))
-    per_job: dict[str, Any] = {name: columns[name] for name in _ARRAYS}
+    per_job: dict[str, Any] = {name: columns[name] for name in PER_JOB_ARRAYS}
     return RunResult(
         job_ids=[str(j) for j in job_ids],
         **per_job,
@@ -340,4 +325,4 @@ def open_store(
     return RunStore.resume(run_dir, identity) if resume else RunStore.create(run_dir, identity)
 
 
-__all__ = ["KEEPS", "RunStore", "describe", "file_digest", "first_difference", "grid_identity", "open_store"]
+__all__ = ["RunStore", "describe", "file_digest", "first_difference", "grid_identity", "open_store"]

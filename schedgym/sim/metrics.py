@@ -109,6 +109,22 @@ class ClassStats:
         return {name: getattr(self, name) for name in self.__slots__}
 
 
+PER_JOB_ARRAYS = (
+    "job_class",
+    "submit",
+    "duration",
+    "gpus",
+    "cpus",
+    "first_start",
+    "completion",
+    "preemptions",
+    "grace_time",
+    "overhead_time",
+    "run_time",
+)
+""":class:`RunResult`'s arrays indexed by job (with ``job_ids``, the per-job results)."""
+
+
 @dataclass(frozen=True)
 class RunResult:
     """Everything measured in one run. Arrays are indexed by job index (trace order)."""
@@ -178,22 +194,7 @@ class RunResult:
         mask = np.asarray(mask, dtype=bool)
         keep = np.flatnonzero(mask)
         new_index = {int(old): new for new, old in enumerate(keep)}
-        arrays = {
-            name: getattr(self, name)[mask]
-            for name in (
-                "job_class",
-                "submit",
-                "duration",
-                "gpus",
-                "cpus",
-                "first_start",
-                "completion",
-                "preemptions",
-                "grace_time",
-                "overhead_time",
-                "run_time",
-            )  # fmt: skip
-        }
+        arrays = {name: getattr(self, name)[mask] for name in PER_JOB_ARRAYS}
         segments = [s._replace(job=new_index[s.job]) for s in self.segments if s.job in new_index]
         return RunResult(
             job_ids=[self.job_ids[i] for i in keep],
