@@ -230,23 +230,11 @@ class EvolveConfig:
     def __post_init__(self) -> None:
         if self.method not in ("es", "coordinate"):
             raise ConfigError(f"Expected method 'es' or 'coordinate', got {self.method!r}")
-        for name in ("n_jobs", "generations", "population", "seeds_per_generation", "validation_seeds",
-                     "validate_every", "workers"):  # fmt: skip
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"Expected {name} >= 1, got {value!r}")
-        for name in ("hidden", "seed"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ConfigError(f"Expected {name} >= 0, got {value!r}")
-        for name in ("sigma", "learning_rate"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and np.isfinite(value) and value > 0):
-                raise ConfigError(f"Expected {name} > 0, got {value!r}")
-        for name in ("tail_weight", "estimate_noise"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and np.isfinite(value) and value >= 0):
-                raise ConfigError(f"Expected {name} >= 0, got {value!r}")
+        check_counts(self, ("n_jobs", "generations", "population", "seeds_per_generation", "validation_seeds",
+                            "validate_every", "workers"), 1)  # fmt: skip
+        check_counts(self, ("hidden", "seed"), 0)
+        check_reals(self, ("sigma", "learning_rate"), strict=True)
+        check_reals(self, ("tail_weight", "estimate_noise"), strict=False)
 
     def validation(self) -> list[int]:
         return list(range(VALIDATION_SEED0, VALIDATION_SEED0 + self.validation_seeds))
@@ -256,13 +244,45 @@ class EvolveConfig:
         return list(range(at, at + self.seeds_per_generation))
 
     def command(self) -> str:
-        defaults = EvolveConfig()
-        parts = ["python -m agents.evolve --out DIR"]
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if value != getattr(defaults, f.name):
-                parts.append(f"--{f.name.replace('_', '-')} {value}")
-        return " ".join(parts)
+        return config_command(self, "agents.evolve")
+
+
+def check_counts(config: object, names: Sequence[str], minimum: int) -> None:
+    """Each of ``config``'s fields ``names`` an int (not a bool) of at least ``minimum``, else a ConfigError."""
+    for name in names:
+        value = getattr(config, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            raise ConfigError(f"Expected {name} >= {minimum}, got {value!r}")
+
+
+def check_reals(config: object, names: Sequence[str], *, strict: bool) -> None:
+    """Each of ``config``'s fields ``names`` a finite number ``> 0`` (``strict``) or ``>= 0``."""
+    for name in names:
+        value = getattr(config, name)
+        if not (isinstance(value, (int, float)) and np.isfinite(value) and (value > 0 if strict else value >= 0)):
+            raise ConfigError(f"Expected {name} {'>' if strict else '>='} 0, got {value!r}")
+
+
+def config_command(config: Any, module: str) -> str:
+    """The command line of ``python -m module`` that makes ``config``: its fields that differ from the
+    defaults, as options."""
+    defaults = type(config)()
+    parts = [f"python -m {module} --out DIR"]
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if value != getattr(defaults, f.name):
+            parts.append(f"--{f.name.replace('_', '-')} {value}")
+    return " ".join(parts)
+
+
+def add_config_options(parser: argparse.ArgumentParser, cls: type) -> None:
+    """One ``--option`` per field of the configuration dataclass ``cls``, its docstring as help."""
+    from schedgym._fielddocs import field_docs
+
+    docs = field_docs(cls)
+    for f in dataclasses.fields(cls):
+        kind = {"int": int, "float": float}.get(str(f.type), str)
+        parser.add_argument("--" + f.name.replace("_", "-"), type=kind, default=f.default, help=docs.get(f.name, ""))
 
 
 # ---------------------------------------------------------------------------------------------- episodes
@@ -544,6 +564,16 @@ def agent_meta(network: PlanScoreNetwork, report: dict[str, Any]) -> dict[str, A
 def write(out: Path, network: PlanScoreNetwork, report: dict[str, Any], plot: Path | None = None) -> None:
     """``agent.npz``, ``agent.json``, ``training.json`` in ``out`` (and the training figure at ``plot``), as one
     set: all of them or none."""
+    also = None if plot is None else lambda: plot_training(report, plot)
+    write_agent(out, network, agent_meta(network, report), report, also)
+
+
+def write_agent(
+    out: Path, network: PlanScoreNetwork, meta: dict[str, Any], report: dict[str, Any], also: Any = None
+) -> None:
+    """A searched or trained plan-scoring agent's set: ``agent.npz`` (``network``), ``agent.json`` (``meta``,
+    what :func:`agents.learned.load_agent` reads), ``training.json`` (``report``) in ``out``, and what
+    ``also()`` writes, all of them or none."""
     from schedgym._atomic import atomic_open, make_output_dir, output_set
 
     with output_set():
@@ -551,11 +581,11 @@ def write(out: Path, network: PlanScoreNetwork, report: dict[str, Any], plot: Pa
         with atomic_open(out / "agent.npz", "wb") as f:
             np.savez(f, **network.arrays())  # type: ignore[arg-type]
         with atomic_open(out / "agent.json") as f:
-            f.write(json.dumps(agent_meta(network, report), indent=1) + "\n")
+            f.write(json.dumps(meta, indent=1) + "\n")
         with atomic_open(out / "training.json") as f:
             f.write(json.dumps(report, indent=1) + "\n")
-        if plot is not None:
-            plot_training(report, plot)
+        if also is not None:
+            also()
 
 
 def plot_training(report: dict[str, Any], path: Path) -> None:
@@ -594,15 +624,10 @@ def plot_training(report: dict[str, Any], path: Path) -> None:
 
 def parse_args(argv: Sequence[str] | None) -> tuple[EvolveConfig, Path, Path | None]:
     """The configuration from the command line: one ``--option`` per field of :class:`EvolveConfig`."""
-    from schedgym._fielddocs import field_docs
-
-    docs = field_docs(EvolveConfig)
     parser = argparse.ArgumentParser(prog="python -m agents.evolve", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="output folder (agent.npz, agent.json, training.json)")
     parser.add_argument("--plot", type=Path, default=None, help="also write the training figure here (.png, .svg)")
-    for f in dataclasses.fields(EvolveConfig):
-        kind = {"int": int, "float": float}.get(str(f.type), str)
-        parser.add_argument("--" + f.name.replace("_", "-"), type=kind, default=f.default, help=docs.get(f.name, ""))
+    add_config_options(parser, EvolveConfig)
     ns = vars(parser.parse_args(argv))
     out, plot = ns.pop("out"), ns.pop("plot")
     return EvolveConfig(**ns), out, plot

@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import json
 import sys
 import time
 from collections.abc import Sequence
@@ -54,8 +53,13 @@ from agents.evolve import (
     VALIDATION_SEED0,
     EvolveConfig,
     PlanScoreNetwork,
+    add_config_options,
+    check_counts,
+    check_reals,
+    config_command,
     play,
     rule_figures,
+    write_agent,
 )
 from schedgym.decision.features import N_HEAD_V2
 from schedgym.errors import ConfigError, SchedGymError
@@ -119,24 +123,15 @@ class LeanPPOConfig:
     """seeds torch's initial weights and the action-sampling generator"""
 
     def __post_init__(self) -> None:
-        for name in ("n_jobs", "hidden", "updates", "seeds_per_update", "num_envs", "n_threads", "workers", "epochs",
-                     "minibatch_size", "stats_seeds", "validation_seeds", "validate_every"):  # fmt: skip
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"Expected {name} >= 1, got {value!r}")
+        counts = ("n_jobs", "hidden", "updates", "seeds_per_update", "num_envs", "n_threads", "workers", "epochs",
+                  "minibatch_size", "stats_seeds", "validation_seeds", "validate_every")  # fmt: skip
+        check_counts(self, counts, 1)
         if not isinstance(self.rollouts_per_seed, int) or self.rollouts_per_seed < 2:
             raise ConfigError(f"Expected rollouts_per_seed >= 2 (the baseline is the others'), got "
                               f"{self.rollouts_per_seed!r}")  # fmt: skip
-        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
-            raise ConfigError(f"Expected seed >= 0, got {self.seed!r}")
-        for name in ("learning_rate", "clip", "max_grad_norm"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and np.isfinite(value) and value > 0):
-                raise ConfigError(f"Expected {name} > 0, got {value!r}")
-        for name in ("entropy_coef", "estimate_noise"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and np.isfinite(value) and value >= 0):
-                raise ConfigError(f"Expected {name} >= 0, got {value!r}")
+        check_counts(self, ("seed",), 0)
+        check_reals(self, ("learning_rate", "clip", "max_grad_norm"), strict=True)
+        check_reals(self, ("entropy_coef", "estimate_noise"), strict=False)
         for name in ("gamma", "gae_lambda"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and 0 < value <= 1):
@@ -154,13 +149,7 @@ class LeanPPOConfig:
         return EvolveConfig(workload=self.workload, n_jobs=self.n_jobs, estimate_noise=self.estimate_noise, workers=1)
 
     def command(self) -> str:
-        defaults = LeanPPOConfig()
-        parts = ["python -m agents.lean_ppo --out DIR"]
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if value != getattr(defaults, f.name):
-                parts.append(f"--{f.name.replace('_', '-')} {value}")
-        return " ".join(parts)
+        return config_command(self, "agents.lean_ppo")
 
 
 # ---------------------------------------------------------------------------------------------- advantages
@@ -583,7 +572,8 @@ def train(config: LeanPPOConfig, out: Path | None = None, log: Any = print) -> d
         "curve": curve,
     }
     if out is not None:
-        write(out, base.with_params(params), report)
+        chosen_network = base.with_params(params)
+        write_agent(out, chosen_network, agent_meta(chosen_network, report), report)
     return report
 
 
@@ -623,30 +613,11 @@ def agent_meta(network: PlanScoreNetwork, report: dict[str, Any]) -> dict[str, A
     }
 
 
-def write(out: Path, network: PlanScoreNetwork, report: dict[str, Any]) -> None:
-    """``agent.npz``, ``agent.json``, ``training.json`` in ``out``, as one set: all of them or none."""
-    from schedgym._atomic import atomic_open, make_output_dir, output_set
-
-    with output_set():
-        make_output_dir(out)
-        with atomic_open(out / "agent.npz", "wb") as f:
-            np.savez(f, **network.arrays())  # type: ignore[arg-type]
-        with atomic_open(out / "agent.json") as f:
-            f.write(json.dumps(agent_meta(network, report), indent=1) + "\n")
-        with atomic_open(out / "training.json") as f:
-            f.write(json.dumps(report, indent=1) + "\n")
-
-
 def parse_args(argv: Sequence[str] | None) -> tuple[LeanPPOConfig, Path]:
     """The configuration from the command line: one ``--option`` per field of :class:`LeanPPOConfig`."""
-    from schedgym._fielddocs import field_docs
-
-    docs = field_docs(LeanPPOConfig)
     parser = argparse.ArgumentParser(prog="python -m agents.lean_ppo", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="output folder (agent.npz, agent.json, training.json)")
-    for f in dataclasses.fields(LeanPPOConfig):
-        kind = {"int": int, "float": float}.get(str(f.type), str)
-        parser.add_argument("--" + f.name.replace("_", "-"), type=kind, default=f.default, help=docs.get(f.name, ""))
+    add_config_options(parser, LeanPPOConfig)
     ns = vars(parser.parse_args(argv))
     out = ns.pop("out")
     return LeanPPOConfig(**ns), out
