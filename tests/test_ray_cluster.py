@@ -7,6 +7,7 @@ uninterrupted run."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -83,16 +84,10 @@ class Cluster:
         pytest.fail(f"the test cluster did not reach {n} nodes")
 
     def kill(self, node: subprocess.Popen) -> None:
-        with_suppress_lookup(lambda: os.killpg(node.pid, signal.SIGKILL))
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(node.pid, signal.SIGKILL)
         node.wait(timeout=30)
         self.nodes.remove(node)
-
-
-def with_suppress_lookup(action) -> None:  # noqa: ANN001
-    try:
-        action()
-    except ProcessLookupError:
-        pass
 
 
 @pytest.fixture(scope="module")
@@ -119,12 +114,14 @@ def cluster(engine: str) -> Iterator[Cluster]:
         yield c
     finally:
         for node in reversed(c.nodes):
-            with_suppress_lookup(lambda node=node: os.killpg(node.pid, signal.SIGTERM))
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(node.pid, signal.SIGTERM)
         for node in c.nodes:
             try:
                 node.wait(timeout=5)  # a test cluster: nothing to save, no reason to wait long
             except subprocess.TimeoutExpired:
-                with_suppress_lookup(lambda node=node: os.killpg(node.pid, signal.SIGKILL))
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(node.pid, signal.SIGKILL)
         assert not list((tmp / "driver-home").iterdir()), "the commands left files in the home folder"
         shutil.rmtree(tmp, ignore_errors=True)
 
