@@ -700,6 +700,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("schedgym: interrupted", file=sys.stderr)
         return 130
+    except ImportError as exc:
+        # Ctrl-C while an extension module initialises (matplotlib's _backend_agg, imported by --plot at the
+        # end) reaches us as "ImportError: initialization failed", caused by the KeyboardInterrupt.
+        if not isinstance(exc.__cause__, KeyboardInterrupt):
+            raise
+        print("schedgym: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:
         # The reader went away (schedgym compare | head): not an error worth a traceback. Point stdout at
         # devnull so that Python's own flush at exit does not raise again.

@@ -562,3 +562,27 @@ def test_train_help_lists_every_option(capsys):
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
     assert "--policy POLICY" in out and "workloads[i % len(workloads)]" in out
+
+
+def _failing_import(cause: BaseException | None):  # noqa: ANN202
+    def write(path, result) -> None:  # noqa: ANN001
+        raise ImportError("initialization failed") from cause
+
+    return write
+
+
+def test_ctrl_c_while_an_extension_initialises_is_an_interrupt(tmp_path, capsys, monkeypatch):
+    """Ctrl-C during an extension module's initialisation (matplotlib's, imported by --plot) surfaces as an
+    ImportError caused by the KeyboardInterrupt: one line, status 130, no outputs; another ImportError is not."""
+    import schedgym.experiments.report as report
+
+    argv = ["compare", "--policies", "fifo", "--jobs", "200", "--seeds", "1", "--no-progress"]
+    outputs = ["--csv", str(tmp_path / "a.csv"), "--json", str(tmp_path / "a.json")]
+    monkeypatch.setattr(report, "write_json", _failing_import(KeyboardInterrupt()))
+    assert main([*argv, *outputs]) == 130
+    assert capsys.readouterr().err == "schedgym: interrupted\n"
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setattr(report, "write_json", _failing_import(None))
+    with pytest.raises(ImportError, match="initialization failed"):
+        main([*argv, *outputs])
+    assert list(tmp_path.iterdir()) == []
