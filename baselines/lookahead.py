@@ -34,6 +34,12 @@ per request with the default horizon on 2,000-job paper workloads, 20-30 ms to t
 20 times more on the Python engine. ``benchmarks/bench_lookahead.py`` measures it; ``docs/lookahead.md`` gives
 the figures.
 
+What a playout knows: with ``future="known"`` (the default) a clone holds the whole workload, so the policy
+sees the future (the arrivals to come and every job's true duration): a reference, not a scheduler. With
+``future="sampled"`` it plays each option on ``samples`` shadows rebuilt from the past, the present and
+duration estimates only (:mod:`baselines.sampled_future`), with ``arrivals`` seconds of arrivals drawn from
+the past, and takes the least mean score: what a scheduler could do by simulating ahead without a forecast.
+
 Determinism: given the seed of :meth:`reset`, the same workload gives the same decisions. A randomised base
 rule draws, in every playout of one request, from the same generator state (common random numbers), drawn
 once per request from the policy's own generator.
@@ -46,11 +52,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from baselines.sampled_future import SampledFuture, in_shadow
 from schedgym.decision.plans import MAX_SUBSET_CANDIDATES, fewest_victims, plan_options
 from schedgym.errors import ConfigError, SchedGymError
 from schedgym.sim.policy import Policy, PreemptionPlan, PreemptionRequest, QueueDiscipline
 
 _WAIT = Policy()  # never preempts: answers DECLINE (natively, the engine's 'decline' rule)
+FUTURES = ("known", "sampled")
+"""what a playout knows of the future: all of it (a clone), or what is drawn from the past (shadows)"""
 
 
 class Lookahead(Policy):
@@ -69,6 +78,12 @@ class Lookahead(Policy):
         bounded: score bounded slowdown (``accrued_bounded``) instead of slowdown.
         wait: waiting is an option; False: the policy waits only when nothing else can serve the request (a
             learned agent can imitate it without guessing when to wait, which depends on a future it cannot see).
+        future: ``"known"``: playouts on clones, which hold the future; ``"sampled"``: on shadows that know only
+            the past, the present and estimates (:mod:`baselines.sampled_future`).
+        samples: shadows per request (``future="sampled"``); an option's score is its mean over them.
+        arrivals: seconds after the request over which a shadow's arrivals are drawn (``future="sampled"``).
+        estimate_noise: sigma of the log-normal duration estimates a shadow's durations are drawn from
+            (``future="sampled"``; the environment's default is 0.3).
     """
 
     name = "lookahead"
@@ -87,6 +102,10 @@ class Lookahead(Policy):
         preemption_cost: float = 0.0,
         bounded: bool = False,
         wait: bool = True,
+        future: str = "known",
+        samples: int = 4,
+        arrivals: float = 72 * 3600.0,
+        estimate_noise: float = 0.3,
     ) -> None:
         from schedgym.registry import make_policy  # the registry imports the baselines' modules lazily too
 
@@ -102,7 +121,17 @@ class Lookahead(Policy):
             isinstance(max_decisions, bool) or not isinstance(max_decisions, int) or max_decisions < 0
         ):
             raise ConfigError(f"Expected max_decisions >= 0 or None, got {max_decisions!r}")
-        for label, value in (("te_weight", te_weight), ("be_weight", be_weight), ("preemption_cost", preemption_cost)):
+        if future not in FUTURES:
+            raise ConfigError(f"Expected future in {list(FUTURES)}, got {future!r}")
+        if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+            raise ConfigError(f"Expected samples >= 1, got {samples!r}")
+        for label, value in (
+            ("te_weight", te_weight),
+            ("be_weight", be_weight),
+            ("preemption_cost", preemption_cost),
+            ("arrivals", arrivals),
+            ("estimate_noise", estimate_noise),
+        ):
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
                 raise ConfigError(f"Expected {label} >= 0, got {value!r}")
         self.base = resolve(base)
@@ -115,6 +144,10 @@ class Lookahead(Policy):
         self.preemption_cost = float(preemption_cost)
         self.bounded = bool(bounded)
         self.wait = bool(wait)
+        self.future = future
+        self.samples = samples
+        self.arrivals = float(arrivals)
+        self.estimate_noise = float(estimate_noise)
         self.queue = self.base.queue
         self.last_options: list[tuple[PreemptionPlan, float]] = []
         """The options of the last request that had more than one, with their scores, in the order tried."""
@@ -126,10 +159,12 @@ class Lookahead(Policy):
         super().reset(rng)
         # Independent streams for the plan rules (a randomised one draws on the real request) and for the
         # playouts' base rule.
-        children = self.rng.spawn(len(self.plans) + 1)
-        for policy, child in zip(self.plans, children[:-1], strict=True):
+        children = self.rng.spawn(len(self.plans) + 2)
+        for policy, child in zip(self.plans, children[:-2], strict=True):
             policy.reset(child)
-        self._playout_rng = children[-1]
+        self._playout_rng = children[-2]
+        sampled = self.future == "sampled"
+        self._known = SampledFuture(children[-1], self.estimate_noise, self.arrivals) if sampled else None
         self.base.reset(np.random.default_rng(0))
         self.last_options = []
         self.n_playouts = 0
@@ -138,7 +173,14 @@ class Lookahead(Policy):
         return (
             f"Lookahead(base={self.base!r}, plans={self.plans!r}, per_node={self.per_node}, horizon={self.horizon}, "
             f"max_decisions={self.max_decisions}, te_weight={self.te_weight}, be_weight={self.be_weight}, "
-            f"preemption_cost={self.preemption_cost}, bounded={self.bounded}, wait={self.wait})"
+            f"preemption_cost={self.preemption_cost}, bounded={self.bounded}, wait={self.wait}"
+            + (
+                ""
+                if self.future == "known"
+                else f", future={self.future!r}, samples={self.samples}, arrivals={self.arrivals}, "
+                f"estimate_noise={self.estimate_noise}"
+            )
+            + ")"
         )
 
     # ------------------------------------------------------------------ options
@@ -153,6 +195,13 @@ class Lookahead(Policy):
 
     # ------------------------------------------------------------------ deciding
     def _decide(self, request: PreemptionRequest) -> PreemptionPlan:
+        if self._known is None:
+            return self._best(request)
+        plan = self._best(request)
+        self._known.decided(request, plan)  # every answer: the shadows replay the run's requests
+        return plan
+
+    def _best(self, request: PreemptionRequest) -> PreemptionPlan:
         sim = request.sim
         if sim is None:
             raise SchedGymError(
@@ -166,14 +215,29 @@ class Lookahead(Policy):
         seed = int(self._playout_rng.integers(2**63))
         end = None if self.horizon is None else request.now + self.horizon
         scored: list[tuple[PreemptionPlan, float]] = []
-        for plan in options:
-            scored.append((plan, self._play(sim, plan, end, seed)))
+        if self._known is None:
+            for plan in options:
+                scored.append((plan, self._play(sim, plan, end, seed)))
+        else:
+            scored = self._sampled_scores(request, options, end, seed)
         self.last_options = scored
         best_plan, best = scored[0]
         for plan, score in scored[1:]:
             if score < best:  # strictly: ties go to the earlier option (waiting first)
                 best_plan, best = plan, score
         return best_plan
+
+    def _sampled_scores(
+        self, request: PreemptionRequest, options: list[PreemptionPlan], end: float | None, seed: int
+    ) -> list[tuple[PreemptionPlan, float]]:
+        """Each option's mean score over ``samples`` shadows (each option played on every shadow)."""
+        assert self._known is not None
+        totals = [0.0] * len(options)
+        for _ in range(self.samples):
+            shadow, index = self._known.shadow(request)
+            for i, plan in enumerate(options):
+                totals[i] += self._play(shadow, in_shadow(plan, index), end, seed)
+        return [(plan, total / self.samples) for plan, total in zip(options, totals, strict=True)]
 
     def _play(self, sim, plan: PreemptionPlan, end: float | None, seed: int) -> float:  # noqa: ANN001
         """The score of ``plan``: apply it to a clone of ``sim``, play out to ``end`` (None: the end)."""

@@ -1,0 +1,161 @@
+"""``lookahead`` with ``future="sampled"``: shadows rebuilt from the past, the present and estimates.
+
+Every test runs once per engine (conftest's ``engine`` fixture).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from helpers import be, cluster, te
+
+from baselines.lookahead import Lookahead
+from baselines.sampled_future import MIN_HISTORY, SampledFuture, in_shadow
+from schedgym.errors import ConfigError, SchedGymError
+from schedgym.experiments.runner import run_policy
+from schedgym.sim import DECLINE, PreemptionPlan, SimConfig, Simulator
+from schedgym.sim.cluster import cluster_preset
+from schedgym.sim.simulator import native_available
+from schedgym.workloads import generate, preset
+
+SAMPLED = {"horizon": None, "wait": False, "preemption_cost": 10.0, "future": "sampled", "samples": 2}
+
+
+def small_paper(n_jobs: int = 200, seed: int = 3) -> tuple:
+    cl = cluster_preset("small")
+    return cl, generate(preset("paper", n_jobs=n_jobs), cl, np.random.default_rng(seed))
+
+
+def decisions(policy: Lookahead, cl, jobs, until: float = np.inf) -> list:  # noqa: ANN001
+    """(time, job, plan) of every request up to ``until``, the policy deciding."""
+    policy.reset(np.random.default_rng(11))
+    sim = Simulator(cl, jobs, SimConfig(queue=policy.queue))
+    out = []
+    while (request := sim.advance()) is not None and request.now <= until:
+        plan = policy.decide(request)
+        out.append((request.now, request.job.idx, plan))
+        sim.resolve(plan)
+    return out
+
+
+def test_the_decisions_do_not_change_when_the_future_does():
+    cl, wl = small_paper(400)
+    jobs = list(wl.table)
+    cut = jobs[3 * len(jobs) // 4].submit_time
+    # Another future after `cut`: the same number of jobs, each twice as long and submitted later.
+    later = {"duration": lambda j: 2 * j.duration, "submit_time": lambda j: j.submit_time + 60}
+    other = [j if j.submit_time <= cut else replace(j, **{k: f(j) for k, f in later.items()}) for j in jobs]
+    policy = Lookahead(**SAMPLED, arrivals=6 * 3600.0)
+    a = decisions(policy, cl, jobs, until=cut)
+    assert policy.n_playouts > 20  # requests with a choice were played out on shadows
+    assert len(a) >= 10 and a == decisions(policy, cl, other, until=cut)
+    # The test can fail: the lookahead that plays out clones, which hold the future, decides otherwise.
+    known = Lookahead(horizon=None, wait=False, preemption_cost=10.0)
+    assert decisions(known, cl, jobs, until=cut) != decisions(known, cl, other, until=cut)
+
+
+def test_a_shadow_stands_where_the_simulation_stands():
+    cl, wl = small_paper(400)
+    sim = Simulator(cl, wl.table)
+    future = SampledFuture(np.random.default_rng(0), estimate_noise=0.0, arrivals=0.0)
+    checked = 0
+    while (request := sim.advance()) is not None:
+        if request.job.idx % 3 == 0 and request.candidates:
+            shadow, index = future.shadow(request)
+            assert shadow.now == sim.now
+            assert shadow.avail.tolist() == sim.avail.tolist()
+            assert shadow.held.tolist() == sim.held.tolist()
+            assert shadow.queue_lengths == sim.queue_lengths
+            assert shadow.n_preemptions == sim.n_preemptions
+            assert shadow.pending_request.job.idx == index[request.job.idx]
+            mine = {n: [index[j.idx] for j in jobs] for n, jobs in request.candidates.items()}
+            assert {n: [j.idx for j in jobs] for n, jobs in shadow.pending_request.candidates.items()} == mine
+            checked += 1
+        plan = DECLINE if request.job.idx % 2 else _first_fit(request)
+        future.decided(request, plan)
+        sim.resolve(plan)
+    assert checked > 5
+
+
+def _first_fit(request) -> PreemptionPlan:  # noqa: ANN001
+    """Every candidate of the first node with candidates, if that makes room (else wait)."""
+    if request.gang_size != 1:
+        return DECLINE
+    for node, jobs in request.candidates.items():
+        room = request.avail[node] + sum(j.member for j in jobs if node in j.nodes)
+        if (room >= request.demand - 1e-9).all():
+            return PreemptionPlan(nodes=(node,), victims=tuple(j.idx for j in jobs))
+    return DECLINE
+
+
+def test_shadows_draw_arrivals_from_the_past_only():
+    # One 8-GPU node; 1-GPU BE jobs every 10 s (8 run, the rest queue), a TE job of 8 GPUs at 300 s asks.
+    jobs = [be(f"b{i}", 10.0 * i, 5000.0, 1) for i in range(MIN_HISTORY + 10)]
+    jobs += [te("t", 300.0, 100.0, 8), be("late", 10_000.0, 7.0, 8)]
+    sim = Simulator(cluster(8), sorted(jobs, key=lambda j: j.submit_time))
+    request = sim.advance()
+    assert request is not None and request.job.job_id == "t"
+    future = SampledFuture(np.random.default_rng(1), estimate_noise=0.0, arrivals=3600.0)
+    shadow, index = future.shadow(request)
+    known = {j.job_id for j in jobs if j.submit_time <= 300.0}
+    drawn = [j.spec for j in shadow.jobs if j.idx >= len(index)]
+    assert len(index) == len(known) and drawn
+    assert all(300.0 < s.submit_time <= 3900.0 for s in drawn)
+    assert {s.job_id.split("~")[0] for s in drawn} <= known  # copies of submitted jobs; never "late"
+    assert len({s.job_id for s in drawn}) == len(drawn)
+    # With too little history, nothing is drawn.
+    few = SampledFuture(np.random.default_rng(1), estimate_noise=0.0, arrivals=3600.0)
+    sim = Simulator(cluster(8), [be(f"b{i}", float(i), 5000.0, 1) for i in range(8)] + [te("t", 8.0, 100.0, 8)])
+    shadow, index = few.shadow(sim.advance())
+    assert len(shadow.jobs) == len(index) == 9
+
+
+def test_the_sampled_lookahead_is_deterministic_and_engines_agree():
+    cl, wl = small_paper(120, seed=4)
+    runs = [run_policy(Lookahead(**SAMPLED), cl, wl, rng=np.random.default_rng(2)) for _ in range(2)]
+    assert runs[0].completion.tolist() == runs[1].completion.tolist()
+    assert runs[0].n_requests > 0
+    if not native_available():
+        pytest.skip("the native engine is not built")
+    both = [
+        run_policy(Lookahead(**SAMPLED), cl, wl, SimConfig(engine=e), rng=np.random.default_rng(2))
+        for e in ("native", "python")
+    ]
+    assert both[0].completion.tolist() == both[1].completion.tolist() == runs[0].completion.tolist()
+
+
+def test_in_shadow_renumbers_victims_only():
+    plan = PreemptionPlan(nodes=(3,), victims=(7, 9))
+    assert in_shadow(plan, {7: 1, 9: 2}) == PreemptionPlan(nodes=(3,), victims=(1, 2))
+
+
+def test_bad_settings_and_a_policy_reused_without_reset():
+    for kwargs, match in (
+        ({"future": "oracle"}, "future"),
+        ({"samples": 0}, "samples"),
+        ({"samples": True}, "samples"),
+        ({"arrivals": -1.0}, "arrivals"),
+        ({"estimate_noise": float("nan")}, "estimate_noise"),
+    ):
+        with pytest.raises(ConfigError, match=match):
+            Lookahead(**kwargs)
+    cl, wl = small_paper(120, seed=4)
+    policy = Lookahead(**SAMPLED)
+    policy.reset(np.random.default_rng(0))
+    asked = 0
+    for _ in range(2):  # two simulations, one reset
+        sim = Simulator(cl, wl.table, SimConfig(queue=policy.queue))
+        request = sim.advance()
+        while request is not None and len(policy.options(request)) == 1:
+            sim.resolve(policy.decide(request))
+            request = sim.advance()
+        assert request is not None
+        if asked:
+            with pytest.raises(SchedGymError, match="one simulation per reset"):
+                policy.decide(request)
+        else:
+            policy.decide(request)
+        asked += 1
+    assert "future='sampled'" in repr(policy) and "future" not in repr(Lookahead())
