@@ -39,6 +39,8 @@ sees the future (the arrivals to come and every job's true duration): a referenc
 ``future="sampled"`` it plays each option on ``samples`` shadows rebuilt from the past, the present and
 duration estimates only (:mod:`baselines.sampled_future`), with ``arrivals`` seconds of arrivals drawn from
 the past, and takes the least mean score: what a scheduler could do by simulating ahead without a forecast.
+``future="window"`` (a diagnostic) plays on shadows holding true durations and only the next ``arrivals``
+seconds of the real arrivals: how far ahead knowing the future pays.
 
 Determinism: given the seed of :meth:`reset`, the same workload gives the same decisions. A randomised base
 rule draws, in every playout of one request, from the same generator state (common random numbers), drawn
@@ -58,8 +60,9 @@ from schedgym.errors import ConfigError, SchedGymError
 from schedgym.sim.policy import Policy, PreemptionPlan, PreemptionRequest, QueueDiscipline
 
 _WAIT = Policy()  # never preempts: answers DECLINE (natively, the engine's 'decline' rule)
-FUTURES = ("known", "sampled")
-"""what a playout knows of the future: all of it (a clone), or what is drawn from the past (shadows)"""
+FUTURES = ("known", "sampled", "window")
+"""what a playout knows of the future: all of it (a clone), what is drawn from the past (shadows), or the real
+arrivals of a window and true durations (shadows; a diagnostic)"""
 
 
 class Lookahead(Policy):
@@ -79,9 +82,11 @@ class Lookahead(Policy):
         wait: waiting is an option; False: the policy waits only when nothing else can serve the request (a
             learned agent can imitate it without guessing when to wait, which depends on a future it cannot see).
         future: ``"known"``: playouts on clones, which hold the future; ``"sampled"``: on shadows that know only
-            the past, the present and estimates (:mod:`baselines.sampled_future`).
-        samples: shadows per request (``future="sampled"``); an option's score is its mean over them.
-        arrivals: seconds after the request over which a shadow's arrivals are drawn (``future="sampled"``).
+            the past, the present and estimates (:mod:`baselines.sampled_future`); ``"window"``: on shadows with
+            true durations and the real arrivals of the next ``arrivals`` seconds (a diagnostic).
+        samples: shadows per request (``future="sampled"``); an option's score is its mean over them
+            (``"window"`` draws nothing: one shadow).
+        arrivals: seconds after the request over which a shadow's arrivals are drawn, or (``"window"``) taken.
         estimate_noise: sigma of the log-normal duration estimates a shadow's durations are drawn from
             (``future="sampled"``; the environment's default is 0.3).
     """
@@ -163,8 +168,11 @@ class Lookahead(Policy):
         for policy, child in zip(self.plans, children[:-2], strict=True):
             policy.reset(child)
         self._playout_rng = children[-2]
-        sampled = self.future == "sampled"
-        self._known = SampledFuture(children[-1], self.estimate_noise, self.arrivals) if sampled else None
+        self._known = (
+            None
+            if self.future == "known"
+            else SampledFuture(children[-1], self.estimate_noise, self.arrivals, window=self.future == "window")
+        )
         self.base.reset(np.random.default_rng(0))
         self.last_options = []
         self.n_playouts = 0
@@ -233,11 +241,12 @@ class Lookahead(Policy):
         """Each option's mean score over ``samples`` shadows (each option played on every shadow)."""
         assert self._known is not None
         totals = [0.0] * len(options)
-        for _ in range(self.samples):
+        samples = 1 if self.future == "window" else self.samples
+        for _ in range(samples):
             shadow, index = self._known.shadow(request)
             for i, plan in enumerate(options):
                 totals[i] += self._play(shadow, in_shadow(plan, index), end, seed)
-        return [(plan, total / self.samples) for plan, total in zip(options, totals, strict=True)]
+        return [(plan, total / samples) for plan, total in zip(options, totals, strict=True)]
 
     def _play(self, sim, plan: PreemptionPlan, end: float | None, seed: int) -> float:  # noqa: ANN001
         """The score of ``plan``: apply it to a clone of ``sim``, play out to ``end`` (None: the end)."""

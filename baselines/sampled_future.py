@@ -16,8 +16,11 @@ it plays them out instead on *shadows*: simulations rebuilt from what a real sch
   every job it shares with it (a job's draws affect only what happens after the request).
 
 Nothing is read of a job that has not been submitted: the decisions do not change when the workload's
-future does (``tests/test_lookahead.py``). Rebuilding costs a replay of the run so far per shadow, so the
+future does (``tests/test_sampled_future.py``). Rebuilding costs a replay of the run so far per shadow, so the
 cost per request grows with the run; ``docs/lookahead.md`` gives the figures.
+
+A diagnostic in between (``future="window"``): shadows with every job's true duration and the real arrivals
+of the next ``arrivals`` seconds, then none: how far ahead the future a clone holds is worth knowing.
 """
 
 from __future__ import annotations
@@ -46,11 +49,14 @@ class SampledFuture:
         rng: draws the estimates (once per job) and every shadow's durations and arrivals.
         estimate_noise: sigma of the log-normal estimate error (as the environment's ``estimate_noise``).
         arrivals: seconds after a request over which arrivals are drawn (0: none).
+        window: draw nothing: true durations, and the real arrivals of the next ``arrivals`` seconds (a
+            diagnostic that reads the future; module docstring).
     """
 
-    def __init__(self, rng: np.random.Generator, estimate_noise: float, arrivals: float) -> None:
+    def __init__(self, rng: np.random.Generator, estimate_noise: float, arrivals: float, window: bool = False) -> None:
         self.estimate_noise = float(estimate_noise)
         self.arrivals = float(arrivals)
+        self.window = bool(window)
         estimate_rng, self._rng = rng.spawn(2)
         self._estimate_rng = estimate_rng
         self._factor: np.ndarray | None = None  # per job: estimate / duration, drawn at the first request
@@ -76,8 +82,11 @@ class SampledFuture:
         now = request.now
         known = [j for j in jobs if j.spec.submit_time <= now]
         index = {j.idx: i for i, j in enumerate(known)}  # the real job index -> the shadow's
-        specs = [self._present(j, now) for j in known]
-        specs += self._arrivals(known, now)
+        if self.window:
+            end = now + self.arrivals
+            specs = [j.spec for j in known] + [j.spec for j in jobs if now < j.spec.submit_time <= end]
+        else:
+            specs = [self._present(j, now) for j in known] + self._arrivals(known, now)
         shadow = Simulator(sim.cluster, specs, sim.config, preemption=True)
         for job, plan in self._log:
             self._expect(shadow.advance(), index[job])

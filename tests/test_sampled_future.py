@@ -159,3 +159,18 @@ def test_bad_settings_and_a_policy_reused_without_reset():
             policy.decide(request)
         asked += 1
     assert "future='sampled'" in repr(policy) and "future" not in repr(Lookahead())
+
+
+def test_a_window_as_long_as_the_workload_is_the_lookahead_on_clones():
+    # Shadows holding true durations and every real arrival are the clones: the same scores, the same run.
+    cl, wl = small_paper(300)
+    known = run_policy(Lookahead(horizon=None, wait=False), cl, wl, rng=np.random.default_rng(4))
+    window = Lookahead(horizon=None, wait=False, future="window", arrivals=1e9, samples=3)
+    shadows = run_policy(window, cl, wl, rng=np.random.default_rng(4))
+    assert known.n_preemptions > 0 and window.n_playouts > 0
+    assert shadows.completion.tolist() == known.completion.tolist()
+    assert shadows.n_preemptions == known.n_preemptions
+    # A short window sees less, and decides otherwise somewhere.
+    glimpse = Lookahead(horizon=None, wait=False, future="window", arrivals=600.0)
+    short = run_policy(glimpse, cl, wl, rng=np.random.default_rng(4))
+    assert short.completion.tolist() != known.completion.tolist()

@@ -1,0 +1,88 @@
+"""What the lookahead's gain is made of: the same planner knowing the future, and knowing only the past.
+
+python examples/lookahead_futures.py [--seeds 20] [--jobs 5000] [--samples 2] [--arrivals-hours 168 24]
+                                     [--split validation] [--workers 2]
+
+Runs fitgpp, k8s, ``lookahead-nowait-pc10`` (playouts on clones, which hold the future: the arrivals to come
+and every job's true duration) and the same lookahead with ``future="sampled"`` (playouts on shadows that know
+only the jobs submitted so far, duration estimates, and arrivals drawn from the past: what a scheduler could
+compute; :mod:`baselines.sampled_future`), one sampled variant per ``--arrivals-hours``, on the ``paper``
+workloads of ``--split`` (validation seeds 100,000 + i by default: issue 23 makes its choices there). Prints
+the comparison table and, per policy, the objective (mean slowdown per job) paired with fitgpp's and k8s's
+(mean ± 95% interval over the seeds). The figures and what they show are in docs/lookahead.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from schedgym.experiments import stats
+from schedgym.experiments.compare import CompareConfig, run_comparison
+from schedgym.experiments.executors import ExecutorConfig
+from schedgym.experiments.figures import objective
+from schedgym.experiments.report import markdown_table
+from schedgym.registry import register_policy
+
+CLAIRVOYANT = "lookahead-nowait-pc10"
+"""the registered lookahead whose gain issue 23 asks a learned agent to capture"""
+
+
+def sampled_name(hours: float) -> str:
+    return f"sampled-{hours:g}h"
+
+
+def register_sampled(samples: int, arrivals_hours: list[float]) -> list[str]:
+    """Register ``lookahead-nowait-pc10`` with ``future="sampled"``, one per arrivals horizon (in this process;
+    the process executor's workers are forked from it, so they have them too)."""
+    names = []
+    for hours in arrivals_hours:
+        name = sampled_name(hours)
+        register_policy(
+            name,
+            "baselines.lookahead:Lookahead",
+            kwargs={
+                "horizon": None,
+                "preemption_cost": 10.0,
+                "wait": False,
+                "future": "sampled",
+                "samples": samples,
+                "arrivals": hours * 3600.0,
+            },
+            description=f"{CLAIRVOYANT} on shadows: {samples} samples, {hours:g} h of arrivals drawn from the past",
+        )
+        names.append(name)
+    return names
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=20, help="workloads")
+    parser.add_argument("--jobs", type=int, default=5000, help="jobs per workload")
+    parser.add_argument("--samples", type=int, default=2, help="shadows per request")
+    parser.add_argument("--arrivals-hours", type=float, nargs="+", default=[168.0, 24.0], help="one variant each")
+    parser.add_argument("--split", default="validation", choices=("validation", "test"))
+    parser.add_argument("--workers", type=int, default=2, help="processes (1: serial)")
+    args = parser.parse_args()
+    sampled = register_sampled(args.samples, args.arrivals_hours)
+    config = CompareConfig(
+        policies=("fitgpp", "k8s", CLAIRVOYANT, *sampled), seeds=args.seeds, n_jobs=args.jobs, split=args.split
+    )
+    executor = ExecutorConfig("serial") if args.workers == 1 else ExecutorConfig("process", workers=args.workers)
+    result = run_comparison(config, executor=executor)
+    print(markdown_table(result))
+    print()
+    summary = result.summary()["policies"]
+    per_seed = {name: [objective(s) for s in entry["per_seed"]] for name, entry in summary.items()}
+    print("| policy | objective | vs fitgpp | vs k8s | wall s |")
+    print("|---|---:|---:|---:|---:|")
+    for name, values in per_seed.items():
+        cells = [f"{stats.mean(values):.3f} ± {stats.ci95(values):.3f}"]
+        for ref in ("fitgpp", "k8s"):
+            d = stats.paired(values, per_seed[ref])
+            cells.append("" if ref == name else f"{d['mean']:+.3f} ± {d['ci95']:.3f}")
+        cells.append(f"{summary[name]['wall_time_s']:.0f}")
+        print(f"| `{name}` | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
