@@ -51,6 +51,17 @@ def test_custom_policy(tmp_path):
     assert "| `largest-victim` |" in out
 
 
+def test_lookahead_futures(tmp_path):
+    args = ("--seeds", "2", "--jobs", "300", "--samples", "1", "--arrivals-hours", "6", "--window-hours", "100000")
+    figures, objective = _run("lookahead_futures.py", *args, "--split", "test", cwd=tmp_path).split("\n\n")
+    rows = {line.split(" | ")[0]: line.split(" | ")[1:] for line in objective.strip().splitlines()[2:]}
+    names = ["fitgpp", "k8s", "lookahead-nowait-pc10", "sampled-6h", "window-100000h"]
+    assert list(rows) == [f"| `{n}`" for n in names]
+    assert all(f"| `{n}` |" in figures for n in names)
+    # A window longer than the workload holds what a clone holds: the lookahead on clones' objective.
+    assert rows["| `window-100000h`"][:3] == rows["| `lookahead-nowait-pc10`"][:3]
+
+
 def test_custom_workload(tmp_path):
     out = _run("custom_workload.py", "--out", str(tmp_path / "trace.csv"), cwd=tmp_path)
     assert (tmp_path / "trace.csv").read_text().startswith("job_id,submit_time,duration,gpus,class")
