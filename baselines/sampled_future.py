@@ -31,7 +31,7 @@ from dataclasses import replace
 import numpy as np
 
 from schedgym.errors import SchedGymError
-from schedgym.sim.job import JobSpec, JobState
+from schedgym.sim.job import Job, JobSpec, JobState
 from schedgym.sim.policy import PreemptionPlan, PreemptionRequest
 from schedgym.sim.simulator import Simulator
 
@@ -112,16 +112,20 @@ class SampledFuture:
                 return d
         return floor * 1.1  # the job has outrun its estimate: it is expected to end soon
 
-    def _present(self, job, now: float) -> JobSpec:  # noqa: ANN001 - a Job record
+    def _present(self, job: Job, now: float) -> JobSpec:
+        """A submitted job as a shadow has it: a completed one as it was, an unfinished one with a duration drawn
+        from its estimate, at least the work it has done."""
         spec = job.spec
         if job.state is JobState.COMPLETED:
             return spec
         done = spec.duration - job.remaining
-        if job.state is JobState.RUNNING:
+        if job.state is JobState.RUNNING:  # remaining is brought up to date only when a job stops
             done += max(0.0, now - job.run_start - job.run_overhead)
         return replace(spec, duration=self._draw_duration(job.idx, spec, done))
 
-    def _arrivals(self, known: list, now: float) -> list[JobSpec]:  # noqa: ANN001 - Job records
+    def _arrivals(self, known: list[Job], now: float) -> list[JobSpec]:
+        """Arrivals over the next ``arrivals`` seconds: a Poisson process at the rate seen so far, each a copy of a
+        submitted job (under a new id) with a duration drawn from that job's estimate."""
         if self.arrivals <= 0 or len(known) < MIN_HISTORY or now <= 0:
             return []
         rate = len(known) / now
