@@ -37,10 +37,11 @@ the figures.
 What a playout knows: with ``future="known"`` (the default) a clone holds the whole workload, so the policy
 sees the future (the arrivals to come and every job's true duration): a reference, not a scheduler. With
 ``future="sampled"`` it plays each option on ``samples`` shadows rebuilt from the past, the present and
-duration estimates only (:mod:`baselines.sampled_future`), with ``arrivals`` seconds of arrivals drawn from
-the past, and takes the least mean score: what a scheduler could do by simulating ahead without a forecast.
-``future="window"`` (a diagnostic) plays on shadows holding true durations and only the next ``arrivals``
-seconds of the real arrivals: how far ahead knowing the future pays.
+duration estimates only (:mod:`baselines.sampled_future`), with ``arrivals_horizon`` seconds of arrivals drawn
+from the past (None: as many jobs as the workload has), and takes the least mean score: what a scheduler
+could do by simulating ahead without a forecast. ``future="window"`` (a diagnostic) plays on shadows holding
+true durations and only the next ``arrivals_horizon`` seconds of the real arrivals: how far ahead knowing the
+future pays. Both must answer every request of the simulation, and their answers must be the ones resolved.
 
 Determinism: given the seed of :meth:`reset`, the same workload gives the same decisions. A randomised base
 rule draws, in every playout of one request, from the same generator state (common random numbers), drawn
@@ -83,10 +84,11 @@ class Lookahead(Policy):
             learned agent can imitate it without guessing when to wait, which depends on a future it cannot see).
         future: ``"known"``: playouts on clones, which hold the future; ``"sampled"``: on shadows that know only
             the past, the present and estimates (:mod:`baselines.sampled_future`); ``"window"``: on shadows with
-            true durations and the real arrivals of the next ``arrivals`` seconds (a diagnostic).
+            true durations and the real arrivals of the next ``arrivals_horizon`` seconds (a diagnostic).
         samples: shadows per request (``future="sampled"``); an option's score is its mean over them
             (``"window"`` draws nothing: one shadow).
-        arrivals: seconds after the request over which a shadow's arrivals are drawn, or (``"window"``) taken.
+        arrivals_horizon: seconds after the request over which a shadow's arrivals are drawn, or (``"window"``)
+            taken; None: all of them (drawn: until the workload holds ``request.n_jobs`` jobs).
         estimate_noise: sigma of the log-normal duration estimates a shadow's durations are drawn from
             (``future="sampled"``; the environment's default is 0.3).
     """
@@ -109,7 +111,7 @@ class Lookahead(Policy):
         wait: bool = True,
         future: str = "known",
         samples: int = 4,
-        arrivals: float = 72 * 3600.0,
+        arrivals_horizon: float | None = None,
         estimate_noise: float = 0.3,
     ) -> None:
         from schedgym.registry import make_policy  # the registry imports the baselines' modules lazily too
@@ -134,7 +136,7 @@ class Lookahead(Policy):
             ("te_weight", te_weight),
             ("be_weight", be_weight),
             ("preemption_cost", preemption_cost),
-            ("arrivals", arrivals),
+            ("arrivals_horizon", 0.0 if arrivals_horizon is None else arrivals_horizon),
             ("estimate_noise", estimate_noise),
         ):
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
@@ -151,7 +153,7 @@ class Lookahead(Policy):
         self.wait = bool(wait)
         self.future = future
         self.samples = samples
-        self.arrivals = float(arrivals)
+        self.arrivals_horizon = None if arrivals_horizon is None else float(arrivals_horizon)
         self.estimate_noise = float(estimate_noise)
         self.queue = self.base.queue
         self.last_options: list[tuple[PreemptionPlan, float]] = []
@@ -168,10 +170,10 @@ class Lookahead(Policy):
         for policy, child in zip(self.plans, children[:-2], strict=True):
             policy.reset(child)
         self._playout_rng = children[-2]
-        self._known = (
+        self._shadows = (
             None
             if self.future == "known"
-            else SampledFuture(children[-1], self.estimate_noise, self.arrivals, window=self.future == "window")
+            else SampledFuture(children[-1], self.estimate_noise, self.arrivals_horizon, window=self.future == "window")
         )
         self.base.reset(np.random.default_rng(0))
         self.last_options = []
@@ -185,7 +187,7 @@ class Lookahead(Policy):
             + (
                 ""
                 if self.future == "known"
-                else f", future={self.future!r}, samples={self.samples}, arrivals={self.arrivals}, "
+                else f", future={self.future!r}, samples={self.samples}, arrivals_horizon={self.arrivals_horizon}, "
                 f"estimate_noise={self.estimate_noise}"
             )
             + ")"
@@ -203,10 +205,9 @@ class Lookahead(Policy):
 
     # ------------------------------------------------------------------ deciding
     def _decide(self, request: PreemptionRequest) -> PreemptionPlan:
-        if self._known is None:
-            return self._best(request)
         plan = self._best(request)
-        self._known.decided(request, plan)  # every answer: the shadows replay the run's requests
+        if self._shadows is not None:
+            self._shadows.decided(request, plan)  # every answer: the shadows replay the run's requests
         return plan
 
     def _best(self, request: PreemptionRequest) -> PreemptionPlan:
@@ -223,7 +224,7 @@ class Lookahead(Policy):
         seed = int(self._playout_rng.integers(2**63))
         end = None if self.horizon is None else request.now + self.horizon
         scored: list[tuple[PreemptionPlan, float]] = []
-        if self._known is None:
+        if self._shadows is None:
             for plan in options:
                 scored.append((plan, self._play(sim, plan, end, seed)))
         else:
@@ -239,11 +240,11 @@ class Lookahead(Policy):
         self, request: PreemptionRequest, options: list[PreemptionPlan], end: float | None, seed: int
     ) -> list[tuple[PreemptionPlan, float]]:
         """Each option's mean score over ``samples`` shadows (each option played on every shadow)."""
-        assert self._known is not None
+        assert self._shadows is not None
         totals = [0.0] * len(options)
         samples = 1 if self.future == "window" else self.samples
         for _ in range(samples):
-            shadow, index = self._known.shadow(request)
+            shadow, index = self._shadows.shadow(request)
             for i, plan in enumerate(options):
                 totals[i] += self._play(shadow, in_shadow(plan, index), end, seed)
         return [(plan, total / samples) for plan, total in zip(options, totals, strict=True)]

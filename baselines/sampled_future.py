@@ -8,19 +8,24 @@ it plays them out instead on *shadows*: simulations rebuilt from what a real sch
   from its estimate (``estimate x exp(N(0, estimate_noise))``, the estimate being the true duration times
   ``exp(N(0, estimate_noise))``, drawn once per job and run, as the learned agents' estimates are) and at
   least the work it has done;
-- arrivals drawn from the past: a Poisson process at the rate observed so far (jobs submitted / time
-  elapsed) over ``arrivals`` seconds after the request, each job a copy of a job submitted so far, picked
-  uniformly, with a duration drawn from that job's estimate in the same way;
+- arrivals drawn from the past: a Poisson process at the rate observed so far (jobs submitted / time since the
+  first), each job a copy of a job submitted so far, picked uniformly, with a duration drawn from that job's
+  estimate in the same way; over ``arrivals_horizon`` seconds after the request, or (``None``) until the
+  workload holds as many jobs as the request says it has (``request.n_jobs``), as a clone does;
 - the decisions made so far in this run, replayed: a shadow is built from the start and driven through the
-  policy's own log of (request, plan), so it is in the same state as the real simulation at the request for
-  every job it shares with it (a job's draws affect only what happens after the request).
+  policy's own log of (time, request, plan), so it is in the same state as the real simulation at the request
+  for every job it shares with it (a job's draws affect only what happens after the request). So the policy
+  must answer every request of one simulation, and its answers must be the ones resolved; a shadow that does
+  not reach the simulation's state (time, preemptions, free resources) raises
+  :class:`~schedgym.errors.SchedGymError`.
 
 Nothing is read of a job that has not been submitted: the decisions do not change when the workload's
 future does (``tests/test_sampled_future.py``). Rebuilding costs a replay of the run so far per shadow, so the
 cost per request grows with the run; ``docs/lookahead.md`` gives the figures.
 
 A diagnostic in between (``future="window"``): shadows with every job's true duration and the real arrivals
-of the next ``arrivals`` seconds, then none: how far ahead the future a clone holds is worth knowing.
+of the next ``arrivals_horizon`` seconds, then none: how far ahead the future a clone holds is worth knowing.
+With ``None`` it holds every arrival, and is the clone (tested).
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from schedgym.sim.simulator import Simulator
 
 MIN_HISTORY = 20
 """jobs that must have been submitted before arrivals are drawn from them (fewer: no arrivals are drawn)"""
-MIN_DURATION = 1.0
+MIN_DRAWN_DURATION = 1.0
 """the least duration drawn (s)"""
 _TRIES = 20
 
@@ -48,24 +53,33 @@ class SampledFuture:
     Args:
         rng: draws the estimates (once per job) and every shadow's durations and arrivals.
         estimate_noise: sigma of the log-normal estimate error (as the environment's ``estimate_noise``).
-        arrivals: seconds after a request over which arrivals are drawn (0: none).
-        window: draw nothing: true durations, and the real arrivals of the next ``arrivals`` seconds (a
+        arrivals_horizon: seconds after a request over which arrivals are drawn (0: none; None: until the
+            workload holds ``request.n_jobs`` jobs).
+        window: draw nothing: true durations, and the real arrivals of the next ``arrivals_horizon`` seconds (a
             diagnostic that reads the future; module docstring).
     """
 
-    def __init__(self, rng: np.random.Generator, estimate_noise: float, arrivals: float, window: bool = False) -> None:
+    def __init__(
+        self, rng: np.random.Generator, estimate_noise: float, arrivals_horizon: float | None, window: bool = False
+    ) -> None:
         self.estimate_noise = float(estimate_noise)
-        self.arrivals = float(arrivals)
+        self.arrivals_horizon = None if arrivals_horizon is None else float(arrivals_horizon)
         self.window = bool(window)
-        estimate_rng, self._rng = rng.spawn(2)
-        self._estimate_rng = estimate_rng
-        self._factor: np.ndarray | None = None  # per job: estimate / duration, drawn at the first request
+        self._estimate_rng, self._rng = rng.spawn(2)
+        self._factor: np.ndarray | None = None  # per job: estimate / duration, drawn at the first shadow
         self._sim: Simulator | None = None
-        self._log: list[tuple[int, PreemptionPlan]] = []
+        self._log: list[tuple[float, int, PreemptionPlan]] = []
 
     def decided(self, request: PreemptionRequest, plan: PreemptionPlan) -> None:
-        """Record the answer to ``request`` (every request of the run, in order: the shadows replay them)."""
-        self._log.append((request.job.idx, plan))
+        """Record the answer to ``request``: the policy must record every request of its simulation, in order,
+        and the plans it records must be the ones resolved (the shadows replay them)."""
+        sim = request.sim
+        if sim is not None and sim.n_requests != len(self._log) + 1:
+            raise SchedGymError(
+                f"a lookahead with future={'window' if self.window else 'sampled'!r} must answer every request of "
+                f"its simulation: this is request {sim.n_requests}, it answered {len(self._log)}"
+            )
+        self._log.append((request.now, request.job.idx, plan))
 
     def shadow(self, request: PreemptionRequest) -> tuple[Simulator, dict[int, int]]:
         """A new simulation, standing at ``request``, whose unfinished jobs' durations and future arrivals are
@@ -83,29 +97,31 @@ class SampledFuture:
         known = [j for j in jobs if j.spec.submit_time <= now]
         index = {j.idx: i for i, j in enumerate(known)}  # the real job index -> the shadow's
         if self.window:
-            end = now + self.arrivals
+            end = math.inf if self.arrivals_horizon is None else now + self.arrivals_horizon
             specs = [j.spec for j in known] + [j.spec for j in jobs if now < j.spec.submit_time <= end]
         else:
-            specs = [self._present(j, now) for j in known] + self._arrivals(known, now)
+            specs = [self._present(j, now) for j in known] + self._arrivals(known, now, request.n_jobs)
         shadow = Simulator(sim.cluster, specs, sim.config, preemption=True)
-        for job, plan in self._log:
-            self._expect(shadow.advance(), index[job])
+        for t, job, plan in self._log:
+            self._expect(shadow.advance(), t, index[job])
             shadow.resolve(in_shadow(plan, index))
-        self._expect(shadow.advance(), index[request.job.idx])
+        self._expect(shadow.advance(), now, index[request.job.idx])
+        # The past is the same, so is what it left: a shadow that differs replayed something else.
+        if shadow.n_preemptions != sim.n_preemptions or not np.array_equal(shadow.avail, sim.avail):
+            raise _diverged()
         return shadow, index
 
     @staticmethod
-    def _expect(request: PreemptionRequest | None, job: int) -> None:
-        # The shadow shares the run's past, so it asks the same requests in the same order; anything else
-        # means the log is not this run's (a policy reused without reset()).
-        if request is None or request.job.idx != job:
-            raise SchedGymError("a shadow simulation did not replay the run: was the lookahead reset() before it?")
+    def _expect(request: PreemptionRequest | None, now: float, job: int) -> None:
+        # The shadow shares the run's past, so it asks the same requests at the same times in the same order.
+        if request is None or request.now != now or request.job.idx != job:
+            raise _diverged()
 
     def _draw_duration(self, job: int, spec: JobSpec, done: float) -> float:
         """A duration for a job known only by its estimate, at least ``done`` (plus a second)."""
         assert self._factor is not None
         estimate = spec.duration * float(self._factor[job])
-        floor = max(MIN_DURATION, done + 1.0)
+        floor = max(MIN_DRAWN_DURATION, done + 1.0)
         for _ in range(_TRIES):
             d = estimate * math.exp(self.estimate_noise * float(self._rng.standard_normal()))
             if d >= floor:
@@ -123,15 +139,20 @@ class SampledFuture:
             done += max(0.0, now - job.run_start - job.run_overhead)
         return replace(spec, duration=self._draw_duration(job.idx, spec, done))
 
-    def _arrivals(self, known: list[Job], now: float) -> list[JobSpec]:
-        """Arrivals over the next ``arrivals`` seconds: a Poisson process at the rate seen so far, each a copy of a
-        submitted job (under a new id) with a duration drawn from that job's estimate."""
-        if self.arrivals <= 0 or len(known) < MIN_HISTORY or now <= 0:
+    def _arrivals(self, known: list[Job], now: float, n_jobs: int) -> list[JobSpec]:
+        """Arrivals over the next ``arrivals_horizon`` seconds (None: the workload's remaining ``n_jobs`` -
+        submitted), a Poisson process at the rate seen so far, each a copy of a submitted job (under a new id)
+        with a duration drawn from that job's estimate."""
+        elapsed = now - min(j.spec.submit_time for j in known)
+        if self.arrivals_horizon == 0 or len(known) < MIN_HISTORY or elapsed <= 0:
             return []
-        rate = len(known) / now
-        n = int(self._rng.poisson(rate * self.arrivals))
-        times = np.sort(now + self.arrivals * (1.0 - self._rng.random(n)))  # in (now, now + arrivals]
-        picks = self._rng.integers(len(known), size=n)
+        rate = len(known) / elapsed
+        if self.arrivals_horizon is None:
+            times = now + np.cumsum(self._rng.exponential(1.0 / rate, size=max(0, n_jobs - len(known))))
+        else:
+            n = int(self._rng.poisson(rate * self.arrivals_horizon))
+            times = np.sort(now + self.arrivals_horizon * (1.0 - self._rng.random(n)))  # in (now, now + horizon]
+        picks = self._rng.integers(len(known), size=len(times))
         taken = {j.spec.job_id for j in known}
         out = []
         for k, (t, p) in enumerate(zip(times.tolist(), picks.tolist(), strict=True)):
@@ -143,6 +164,13 @@ class SampledFuture:
             d = self._draw_duration(source.idx, source.spec, 0.0)
             out.append(replace(source.spec, job_id=job_id, submit_time=float(t), duration=d))
         return out
+
+
+def _diverged() -> SchedGymError:
+    return SchedGymError(
+        "a shadow simulation did not replay the run: a lookahead with future='sampled' or 'window' must answer "
+        "every request of one simulation (reset() before each), and its answers must be the ones resolved"
+    )
 
 
 def in_shadow(plan: PreemptionPlan, index: dict[int, int]) -> PreemptionPlan:

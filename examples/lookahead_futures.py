@@ -1,13 +1,14 @@
 """What the lookahead's gain is made of: the same planner knowing the future, and knowing only the past.
 
-python examples/lookahead_futures.py [--seeds 20] [--jobs 5000] [--samples 4] [--arrivals-hours 168 24]
+python examples/lookahead_futures.py [--seeds 20] [--jobs 5000] [--samples 4] [--arrivals-hours all 168]
                                      [--window-hours 24 72] [--split validation] [--workers 2]
 
 Runs fitgpp, k8s, ``lookahead-nowait-pc10`` (playouts on clones, which hold the future: the arrivals to come
 and every job's true duration) and the same lookahead with ``future="sampled"`` (playouts on shadows that know
 only the jobs submitted so far, duration estimates, and arrivals drawn from the past: what a scheduler could
-compute; :mod:`baselines.sampled_future`), one sampled variant per ``--arrivals-hours``, and with
-``future="window"`` (true durations and only the next ``--window-hours`` of the real arrivals), on the ``paper``
+compute; :mod:`baselines.sampled_future`), one sampled variant per ``--arrivals-hours`` (``all``: drawn until
+the workload's job count, as far as a clone sees), and with ``future="window"`` (true durations and only the
+next ``--window-hours`` of the real arrivals; none if the flag is given no value), on the ``paper``
 workloads of ``--split`` (validation seeds 100,000 + i by default: issue 23 makes its choices there). Prints
 the comparison table and, per policy, the objective (mean slowdown per job) paired with fitgpp's and k8s's
 (mean ± 95% interval over the seeds). The figures and what they show are in docs/lookahead.md.
@@ -28,12 +29,22 @@ CLAIRVOYANT = "lookahead-nowait-pc10"
 """the registered lookahead whose gain issue 23 asks a learned agent to capture"""
 
 
-def register_variants(future: str, samples: int, arrivals_hours: list[float]) -> list[str]:
-    """Register ``lookahead-nowait-pc10`` with ``future``, one per arrivals horizon, as ``FUTURE-HOURSh`` (in
-    this process; the process executor's workers are forked from it, so they have them too)."""
+def hours(text: str) -> float | None:
+    """An arrivals horizon in hours, or ``all`` (None: no horizon)."""
+    if text == "all":
+        return None
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected hours >= 0 or 'all', got {text!r}")
+    return value
+
+
+def register_variants(future: str, samples: int, horizons: list[float | None]) -> list[str]:
+    """Register ``lookahead-nowait-pc10`` with ``future``, one per arrivals horizon, as ``FUTURE-HOURSh`` or
+    ``FUTURE-all`` (in this process; the process executor's workers are forked from it, so they have them too)."""
     names = []
-    for hours in arrivals_hours:
-        name = f"{future}-{hours:g}h"
+    for horizon in horizons:
+        name = f"{future}-all" if horizon is None else f"{future}-{horizon:g}h"
         register_policy(
             name,
             "baselines.lookahead:Lookahead",
@@ -43,9 +54,9 @@ def register_variants(future: str, samples: int, arrivals_hours: list[float]) ->
                 "wait": False,
                 "future": future,
                 "samples": samples,
-                "arrivals": hours * 3600.0,
+                "arrivals_horizon": None if horizon is None else horizon * 3600.0,
             },
-            description=f"{CLAIRVOYANT} on shadows ({future}), {hours:g} h of arrivals",
+            description=f"{CLAIRVOYANT} on shadows ({future}), arrivals: {name.split('-', 1)[1]}",
         )
         names.append(name)
     return names
@@ -56,8 +67,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=20, help="workloads")
     parser.add_argument("--jobs", type=int, default=5000, help="jobs per workload")
     parser.add_argument("--samples", type=int, default=4, help="shadows per request")
-    parser.add_argument("--arrivals-hours", type=float, nargs="*", default=[168.0, 24.0], help="sampled variants")
-    parser.add_argument("--window-hours", type=float, nargs="*", default=[24.0, 72.0], help="window variants")
+    parser.add_argument("--arrivals-hours", type=hours, nargs="*", default=[None, 168.0], help="sampled variants")
+    parser.add_argument("--window-hours", type=hours, nargs="*", default=[24.0, 72.0], help="window variants")
     parser.add_argument("--split", default="validation", choices=("validation", "test"))
     parser.add_argument("--workers", type=int, default=2, help="processes (1: serial)")
     args = parser.parse_args()

@@ -15,6 +15,7 @@ from baselines.lookahead import Lookahead
 from baselines.sampled_future import MIN_HISTORY, SampledFuture, in_shadow
 from schedgym.errors import ConfigError, SchedGymError
 from schedgym.experiments.runner import run_policy
+from schedgym.registry import make_policy
 from schedgym.sim import DECLINE, PreemptionPlan, SimConfig, Simulator
 from schedgym.sim.cluster import cluster_preset
 from schedgym.sim.simulator import native_available
@@ -47,7 +48,7 @@ def test_the_decisions_do_not_change_when_the_future_does():
     # Another future after `cut`: the same number of jobs, each twice as long and submitted later.
     later = {"duration": lambda j: 2 * j.duration, "submit_time": lambda j: j.submit_time + 60}
     other = [j if j.submit_time <= cut else replace(j, **{k: f(j) for k, f in later.items()}) for j in jobs]
-    policy = Lookahead(**SAMPLED, arrivals=6 * 3600.0)
+    policy = Lookahead(**SAMPLED, arrivals_horizon=6 * 3600.0)
     a = decisions(policy, cl, jobs, until=cut)
     assert policy.n_playouts > 20  # requests with a choice were played out on shadows
     assert len(a) >= 10 and a == decisions(policy, cl, other, until=cut)
@@ -56,38 +57,71 @@ def test_the_decisions_do_not_change_when_the_future_does():
     assert decisions(known, cl, jobs, until=cut) != decisions(known, cl, other, until=cut)
 
 
-def test_a_shadow_stands_where_the_simulation_stands():
-    cl, wl = small_paper(400)
-    sim = Simulator(cl, wl.table)
-    future = SampledFuture(np.random.default_rng(0), estimate_noise=0.0, arrivals=0.0)
-    checked = 0
+def check_shadows(cl, jobs, config: SimConfig) -> tuple[int, int]:  # noqa: ANN001
+    """Drive a run (fitgpp's plans, every third request declined) and check a shadow at every request with
+    candidates against the simulation: time, preemptions, resources, queues, and each shared job's state,
+    nodes and preemptions. Returns (shadows checked, plans resolved that preempt or serve a gang)."""
+    sim = Simulator(cl, jobs, config)
+    future = SampledFuture(np.random.default_rng(0), estimate_noise=0.5, arrivals_horizon=3600.0)
+    fitgpp, checked, gangs = make_policy("fitgpp"), 0, 0
     while (request := sim.advance()) is not None:
-        if request.job.idx % 3 == 0 and request.candidates:
+        if request.candidates:
             shadow, index = future.shadow(request)
-            assert shadow.now == sim.now
-            assert shadow.avail.tolist() == sim.avail.tolist()
-            assert shadow.held.tolist() == sim.held.tolist()
+            assert shadow.now == sim.now and shadow.n_preemptions == sim.n_preemptions
+            assert shadow.avail.tolist() == sim.avail.tolist() and shadow.held.tolist() == sim.held.tolist()
             assert shadow.queue_lengths == sim.queue_lengths
-            assert shadow.n_preemptions == sim.n_preemptions
-            assert shadow.pending_request.job.idx == index[request.job.idx]
-            mine = {n: [index[j.idx] for j in jobs] for n, jobs in request.candidates.items()}
-            assert {n: [j.idx for j in jobs] for n, jobs in shadow.pending_request.candidates.items()} == mine
+            mine = shadow.jobs
+            for job in sim.jobs:
+                if job.idx in index:
+                    twin = mine[index[job.idx]]
+                    assert (twin.state, twin.nodes, twin.preemptions) == (job.state, job.nodes, job.preemptions)
             checked += 1
-        plan = DECLINE if request.job.idx % 2 else _first_fit(request)
+        plan = DECLINE if sim.n_requests % 3 == 0 else fitgpp.decide(request)
+        victims = [sim.jobs[v] for v in plan.victims]
+        gangs += not plan.is_empty and (request.gang_size > 1 or any(v.gang_size > 1 for v in victims))
         future.decided(request, plan)
         sim.resolve(plan)
+    return checked, gangs
+
+
+@pytest.mark.parametrize("shuffled", [False, True])
+def test_a_shadow_stands_where_the_simulation_stands(shuffled):
+    # Noisy estimates and restart overheads, so that drawn durations differ from the true ones and a wrong
+    # count of the work done would move a completion before the request.
+    cl, wl = small_paper(400)
+    jobs = list(wl.table)
+    if shuffled:  # job indices out of submit order: the shadows keep the known jobs' relative order
+        jobs = [jobs[k] for k in np.random.default_rng(0).permutation(len(jobs))]
+    checked, _ = check_shadows(cl, jobs, SimConfig(restart_overhead=300.0))
     assert checked > 5
 
 
-def _first_fit(request) -> PreemptionPlan:  # noqa: ANN001
-    """Every candidate of the first node with candidates, if that makes room (else wait)."""
-    if request.gang_size != 1:
-        return DECLINE
-    for node, jobs in request.candidates.items():
-        room = request.avail[node] + sum(j.member for j in jobs if node in j.nodes)
-        if (room >= request.demand - 1e-9).all():
-            return PreemptionPlan(nodes=(node,), victims=tuple(j.idx for j in jobs))
-    return DECLINE
+def test_shadows_replay_gangs():
+    # Two 8-GPU nodes. A BE gang over both is preempted for "t", a TE gang waits for both nodes, and 1-GPU BE
+    # jobs keep arriving so that the shadows draw arrivals too.
+    jobs = [be("g", 0, 10_000, 16, gang_size=2, grace=30), te("t", 10, 100, 8), te("tg", 500, 100, 16, gang_size=2)]
+    jobs += [be(f"b{i}", 20.0 + 40 * i, 3000, 1, grace=10) for i in range(40)]
+    checked, gangs = check_shadows(cluster(8, 8), sorted(jobs, key=lambda j: j.submit_time), SimConfig())
+    assert checked >= 2 and gangs >= 2
+
+
+def test_a_driver_that_skips_requests_or_resolves_other_plans_is_refused():
+    cl, wl = small_paper(400)
+    sim = Simulator(cl, wl.table)
+    future = SampledFuture(np.random.default_rng(0), estimate_noise=0.3, arrivals_horizon=0.0)
+    sim.resolve(make_policy("fitgpp").decide(sim.advance()))  # a request the policy never saw
+    with pytest.raises(SchedGymError, match="must answer every request"):
+        future.decided(sim.advance(), DECLINE)
+    sim = Simulator(cl, wl.table)
+    future = SampledFuture(np.random.default_rng(0), estimate_noise=0.3, arrivals_horizon=0.0)
+    served = 0
+    while (request := sim.advance()) is not None and served < 3:
+        plan = make_policy("fitgpp").decide(request)
+        future.decided(request, DECLINE)  # recorded as declined, resolved as served
+        sim.resolve(plan)
+        served += not plan.is_empty
+    with pytest.raises(SchedGymError, match="did not replay the run"):
+        future.shadow(request)
 
 
 def test_shadows_draw_arrivals_from_the_past_only():
@@ -97,7 +131,7 @@ def test_shadows_draw_arrivals_from_the_past_only():
     sim = Simulator(cluster(8), sorted(jobs, key=lambda j: j.submit_time))
     request = sim.advance()
     assert request is not None and request.job.job_id == "t"
-    future = SampledFuture(np.random.default_rng(1), estimate_noise=0.0, arrivals=3600.0)
+    future = SampledFuture(np.random.default_rng(1), estimate_noise=0.0, arrivals_horizon=3600.0)
     shadow, index = future.shadow(request)
     known = {j.job_id for j in jobs if j.submit_time <= 300.0}
     drawn = [j.spec for j in shadow.jobs if j.idx >= len(index)]
@@ -105,8 +139,20 @@ def test_shadows_draw_arrivals_from_the_past_only():
     assert all(300.0 < s.submit_time <= 3900.0 for s in drawn)
     assert {s.job_id.split("~")[0] for s in drawn} <= known  # copies of submitted jobs; never "late"
     assert len({s.job_id for s in drawn}) == len(drawn)
+    # The rate counts from the first submission, not from 0: the same jobs 1,000 s later, the same arrivals.
+    late = [replace(j, submit_time=j.submit_time + 1000.0) for j in sorted(jobs, key=lambda j: j.submit_time)]
+    sim = Simulator(cluster(8), late)
+    again = SampledFuture(np.random.default_rng(1), estimate_noise=0.0, arrivals_horizon=3600.0)
+    shifted, index = again.shadow(sim.advance())
+    assert [j.spec.submit_time - 1000.0 for j in shifted.jobs[len(index) :]] == pytest.approx(
+        [s.submit_time for s in drawn]
+    )
+    # Without a horizon, as many are drawn as the workload has jobs still to come (the request says how many).
+    whole = SampledFuture(np.random.default_rng(1), estimate_noise=0.0, arrivals_horizon=None)
+    shadow, index = whole.shadow(request)
+    assert len(shadow.jobs) == request.n_jobs and min(j.spec.submit_time for j in shadow.jobs[len(index) :]) > 300
     # With too little history, nothing is drawn.
-    few = SampledFuture(np.random.default_rng(1), estimate_noise=0.0, arrivals=3600.0)
+    few = SampledFuture(np.random.default_rng(1), estimate_noise=0.0, arrivals_horizon=3600.0)
     sim = Simulator(cluster(8), [be(f"b{i}", float(i), 5000.0, 1) for i in range(8)] + [te("t", 8.0, 100.0, 8)])
     shadow, index = few.shadow(sim.advance())
     assert len(shadow.jobs) == len(index) == 9
@@ -136,7 +182,7 @@ def test_bad_settings_and_a_policy_reused_without_reset():
         ({"future": "oracle"}, "future"),
         ({"samples": 0}, "samples"),
         ({"samples": True}, "samples"),
-        ({"arrivals": -1.0}, "arrivals"),
+        ({"arrivals_horizon": -1.0}, "arrivals_horizon"),
         ({"estimate_noise": float("nan")}, "estimate_noise"),
     ):
         with pytest.raises(ConfigError, match=match):
@@ -165,12 +211,12 @@ def test_a_window_as_long_as_the_workload_is_the_lookahead_on_clones():
     # Shadows holding true durations and every real arrival are the clones: the same scores, the same run.
     cl, wl = small_paper(300)
     known = run_policy(Lookahead(horizon=None, wait=False), cl, wl, rng=np.random.default_rng(4))
-    window = Lookahead(horizon=None, wait=False, future="window", arrivals=1e9, samples=3)
+    window = Lookahead(horizon=None, wait=False, future="window", arrivals_horizon=None, samples=3)
     shadows = run_policy(window, cl, wl, rng=np.random.default_rng(4))
     assert known.n_preemptions > 0 and window.n_playouts > 0
     assert shadows.completion.tolist() == known.completion.tolist()
     assert shadows.n_preemptions == known.n_preemptions
     # A short window sees less, and decides otherwise somewhere.
-    glimpse = Lookahead(horizon=None, wait=False, future="window", arrivals=600.0)
+    glimpse = Lookahead(horizon=None, wait=False, future="window", arrivals_horizon=600.0)
     short = run_policy(glimpse, cl, wl, rng=np.random.default_rng(4))
     assert short.completion.tolist() != known.completion.tolist()
