@@ -330,6 +330,19 @@ def _episode(config: EvolveConfig, seed: int, act: Any) -> Any:
     return env.sim.result()
 
 
+def pool_context() -> Any:
+    """Where worker processes come from: a fork server, preloaded with this module, where there is one, else
+    spawn. Never a plain fork: the parent may run threads (Ray's, torch's), and a child forked while one of
+    them held a lock waits for it forever (a CI run hung so in this module's tests)."""
+    import multiprocessing as mp
+
+    if "forkserver" in mp.get_all_start_methods():
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload([__name__])
+        return ctx
+    return mp.get_context("spawn")
+
+
 def _play_job(args: tuple[EvolveConfig, PlanScoreNetwork, int]) -> dict[str, float]:
     return play(*args)
 
@@ -456,8 +469,6 @@ class _Search:
 
 def search(config: EvolveConfig, out: Path | None = None, plot: Path | None = None, log: Any = print) -> dict[str, Any]:
     """Run the search; write the chosen network, its description and the curve to ``out`` (as one set)."""
-    import multiprocessing as mp
-
     rng = np.random.default_rng(config.seed)
     row_mean, row_scale = row_statistics(config, config.training(0))
     shown = _env(config).config  # the environment's row counts
@@ -468,9 +479,8 @@ def search(config: EvolveConfig, out: Path | None = None, plot: Path | None = No
         theta[PLAN_WIDTH : PLAN_WIDTH + config.hidden * n_in] = rng.normal(0.0, n_in**-0.5, config.hidden * n_in)
     with contextlib.ExitStack() as stack:
         pool = None
-        if config.workers > 1:  # fork where there is fork: the workers inherit the imported modules
-            ctx = mp.get_context("fork" if sys.platform == "linux" else "spawn")
-            pool = stack.enter_context(ctx.Pool(config.workers))
+        if config.workers > 1:
+            pool = stack.enter_context(pool_context().Pool(config.workers))
         state = _Search(config, network, pool, log)
         state.validate(0, theta)
         fixed = [i for i in range(PLAN_WIDTH) if row_scale[i] == 1.0]  # constant features (row_statistics)

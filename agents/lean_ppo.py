@@ -58,6 +58,7 @@ from agents.evolve import (
     check_reals,
     config_command,
     play,
+    pool_context,
     rule_figures,
     write_agent,
 )
@@ -590,10 +591,7 @@ def _pool(stack: contextlib.ExitStack, workers: int) -> Any:
     """A pool of ``workers`` processes that play an update's workloads, or None for one process."""
     if workers <= 1:
         return None
-    import multiprocessing as mp
-
-    # fork where there is fork: the workers inherit the imported modules
-    return stack.enter_context(mp.get_context("fork" if sys.platform == "linux" else "spawn").Pool(workers))
+    return stack.enter_context(pool_context().Pool(workers))
 
 
 # ---------------------------------------------------------------------------------------------- outputs
