@@ -698,22 +698,42 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"schedgym: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("schedgym: interrupted", file=sys.stderr)
-        return 130
-    except ImportError as exc:
-        # Ctrl-C while an extension module initialises (matplotlib's _backend_agg, imported by --plot at the
-        # end) reaches us as "ImportError: initialization failed", caused by the KeyboardInterrupt.
-        if not isinstance(exc.__cause__, KeyboardInterrupt):
-            raise
-        print("schedgym: interrupted", file=sys.stderr)
-        return 130
+        return _interrupted()
     except BrokenPipeError:
         # The reader went away (schedgym compare | head): not an error worth a traceback. Point stdout at
         # devnull so that Python's own flush at exit does not raise again.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
+    except Exception as exc:
+        # Ctrl-C during an import (matplotlib's, by --plot at the end) can reach us as another exception caused
+        # by the KeyboardInterrupt: "ImportError: initialization failed" from an extension module, or
+        # "RuntimeError: Error calling __set_name__" from a class being built.
+        if not _caused_by_interrupt(exc):
+            raise
+        return _interrupted()
     return 2
+
+
+def _caused_by_interrupt(exc: BaseException) -> bool:
+    """Whether a KeyboardInterrupt is in the chain of causes and contexts of ``exc``."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _interrupted() -> int:
+    """The one line and status of Ctrl-C. Objects half built when it landed (pyparsing's, during --plot's
+    imports) may fail in ``__del__`` as they are collected at exit: noise after the user asked to stop, so
+    such messages are not printed."""
+    sys.unraisablehook = lambda unraisable: None
+    print("schedgym: interrupted", file=sys.stderr)
+    return 130
 
 
 def _ascii_fallback(exc: UnicodeError) -> tuple[str, int]:

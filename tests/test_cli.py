@@ -586,3 +586,32 @@ def test_ctrl_c_while_an_extension_initialises_is_an_interrupt(tmp_path, capsys,
     with pytest.raises(ImportError, match="initialization failed"):
         main([*argv, *outputs])
     assert list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_while_a_class_is_built_is_an_interrupt(tmp_path, capsys, monkeypatch):
+    """Ctrl-C while an imported module builds a class (matplotlib's axes, by --plot) surfaces as a RuntimeError
+    whose context is the KeyboardInterrupt: one line, status 130, no outputs, and the half-built objects'
+    failures at collection are not printed; a RuntimeError of its own still raises."""
+    import schedgym.experiments.report as report
+
+    def interrupted(path, result) -> None:  # noqa: ANN001
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise RuntimeError("Error calling __set_name__") from None
+
+    def broken(path, result) -> None:  # noqa: ANN001
+        raise RuntimeError("a bug")
+
+    argv = ["compare", "--policies", "fifo", "--jobs", "200", "--seeds", "1", "--no-progress"]
+    outputs = ["--csv", str(tmp_path / "a.csv"), "--json", str(tmp_path / "a.json")]
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)  # main() replaces it on Ctrl-C
+    monkeypatch.setattr(report, "write_json", interrupted)
+    assert main([*argv, *outputs]) == 130
+    assert capsys.readouterr().err == "schedgym: interrupted\n"
+    assert list(tmp_path.iterdir()) == []
+    sys.unraisablehook(None)  # silenced: prints nothing
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(report, "write_json", broken)
+    with pytest.raises(RuntimeError, match="a bug"):
+        main([*argv, *outputs])
