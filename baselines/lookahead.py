@@ -85,12 +85,15 @@ class Lookahead(Policy):
         future: ``"known"``: playouts on clones, which hold the future; ``"sampled"``: on shadows that know only
             the past, the present and estimates (:mod:`baselines.sampled_future`); ``"window"``: on shadows with
             true durations and the real arrivals of the next ``arrivals_horizon`` seconds (a diagnostic).
-        samples: shadows per request (``future="sampled"``); an option's score is its mean over them
-            (``"window"`` draws nothing: one shadow).
+        samples: shadows per request (``future="sampled"``, or ``"window"`` with a ``perturbation``); an
+            option's score is its mean over them (``"window"`` without one draws nothing: one shadow).
         arrivals_horizon: seconds after the request over which a shadow's arrivals are drawn, or (``"window"``)
             taken; None: all of them (drawn: until the workload holds ``request.n_jobs`` jobs).
         estimate_noise: sigma of the log-normal duration estimates a shadow's durations are drawn from
             (``future="sampled"``; the environment's default is 0.3).
+        perturbation: ``future="window"`` only: sigma of a log-normal factor drawn per shadow on each unfinished
+            or future job's true duration, over ``samples`` shadows (0: one shadow, the true durations). A
+            diagnostic: does a gain survive a small error in the future it reads?
     """
 
     name = "lookahead"
@@ -113,6 +116,7 @@ class Lookahead(Policy):
         samples: int = 4,
         arrivals_horizon: float | None = None,
         estimate_noise: float = 0.3,
+        perturbation: float = 0.0,
     ) -> None:
         from schedgym.registry import make_policy  # the registry imports the baselines' modules lazily too
 
@@ -138,9 +142,12 @@ class Lookahead(Policy):
             ("preemption_cost", preemption_cost),
             ("arrivals_horizon", 0.0 if arrivals_horizon is None else arrivals_horizon),
             ("estimate_noise", estimate_noise),
+            ("perturbation", perturbation),
         ):
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
                 raise ConfigError(f"Expected {label} >= 0, got {value!r}")
+        if perturbation and future != "window":
+            raise ConfigError(f"perturbation applies to future='window' only, got future={future!r}")
         self.base = resolve(base)
         self.plans = [resolve(p) for p in plans]
         self.per_node = bool(per_node)
@@ -155,6 +162,7 @@ class Lookahead(Policy):
         self.samples = samples
         self.arrivals_horizon = None if arrivals_horizon is None else float(arrivals_horizon)
         self.estimate_noise = float(estimate_noise)
+        self.perturbation = float(perturbation)
         self.queue = self.base.queue
         self.last_options: list[tuple[PreemptionPlan, float]] = []
         """The options of the last request that had more than one, with their scores, in the order tried."""
@@ -173,7 +181,13 @@ class Lookahead(Policy):
         self._shadows = (
             None
             if self.future == "known"
-            else SampledFuture(children[-1], self.estimate_noise, self.arrivals_horizon, window=self.future == "window")
+            else SampledFuture(
+                children[-1],
+                self.estimate_noise,
+                self.arrivals_horizon,
+                window=self.future == "window",
+                perturbation=self.perturbation,
+            )
         )
         self.base.reset(np.random.default_rng(0))
         self.last_options = []
@@ -189,6 +203,7 @@ class Lookahead(Policy):
                 if self.future == "known"
                 else f", future={self.future!r}, samples={self.samples}, arrivals_horizon={self.arrivals_horizon}, "
                 f"estimate_noise={self.estimate_noise}"
+                + (f", perturbation={self.perturbation}" if self.perturbation else "")
             )
             + ")"
         )
@@ -242,7 +257,7 @@ class Lookahead(Policy):
         """Each option's mean score over ``samples`` shadows (each option played on every shadow)."""
         assert self._shadows is not None
         totals = [0.0] * len(options)
-        samples = 1 if self.future == "window" else self.samples
+        samples = 1 if self.future == "window" and not self.perturbation else self.samples
         for _ in range(samples):
             shadow, index = self._shadows.shadow(request)
             for i, plan in enumerate(options):

@@ -25,7 +25,9 @@ cost per request grows with the run; ``docs/lookahead.md`` gives the figures.
 
 A diagnostic in between (``future="window"``): shadows with every job's true duration and the real arrivals
 of the next ``arrivals_horizon`` seconds, then none: how far ahead the future a clone holds is worth knowing.
-With ``None`` it holds every arrival, and is the clone (tested).
+With ``None`` it holds every arrival, and is the clone (tested). With a ``perturbation`` sigma, each shadow
+multiplies every unfinished or future job's true duration by its own draw of ``exp(N(0, sigma))`` (at least
+the work done): the real future known almost exactly, to see whether a gain survives a small error in it.
 """
 
 from __future__ import annotations
@@ -55,16 +57,24 @@ class SampledFuture:
         estimate_noise: sigma of the log-normal estimate error (as the environment's ``estimate_noise``).
         arrivals_horizon: seconds after a request over which arrivals are drawn (0: none; None: until the
             workload holds ``request.n_jobs`` jobs).
-        window: draw nothing: true durations, and the real arrivals of the next ``arrivals_horizon`` seconds (a
-            diagnostic that reads the future; module docstring).
+        window: true durations, and the real arrivals of the next ``arrivals_horizon`` seconds (a diagnostic
+            that reads the future; module docstring).
+        perturbation: with ``window``, sigma of a log-normal factor drawn per shadow on each unfinished or future
+            job's true duration (0: none, the shadow is drawn from nothing).
     """
 
     def __init__(
-        self, rng: np.random.Generator, estimate_noise: float, arrivals_horizon: float | None, window: bool = False
+        self,
+        rng: np.random.Generator,
+        estimate_noise: float,
+        arrivals_horizon: float | None,
+        window: bool = False,
+        perturbation: float = 0.0,
     ) -> None:
         self.estimate_noise = float(estimate_noise)
         self.arrivals_horizon = None if arrivals_horizon is None else float(arrivals_horizon)
         self.window = bool(window)
+        self.perturbation = float(perturbation)
         self._estimate_rng, self._rng = rng.spawn(2)
         self._factor: np.ndarray | None = None  # per job: estimate / duration, drawn at the first shadow
         self._sim: Simulator | None = None
@@ -98,7 +108,8 @@ class SampledFuture:
         index = {j.idx: i for i, j in enumerate(known)}  # the real job index -> the shadow's
         if self.window:
             end = math.inf if self.arrivals_horizon is None else now + self.arrivals_horizon
-            specs = [j.spec for j in known] + [j.spec for j in jobs if now < j.spec.submit_time <= end]
+            specs = [self._perturbed(j, now) for j in known]
+            specs += [self._perturbed(j, now) for j in jobs if now < j.spec.submit_time <= end]
         else:
             specs = [self._present(j, now) for j in known] + self._arrivals(known, now, request.n_jobs)
         shadow = Simulator(sim.cluster, specs, sim.config, preemption=True)
@@ -128,16 +139,31 @@ class SampledFuture:
                 return d
         return floor * 1.1  # the job has outrun its estimate: it is expected to end soon
 
+    @staticmethod
+    def _done(job: Job, now: float) -> float:
+        """The work ``job`` has done by ``now`` (s)."""
+        done = job.spec.duration - job.remaining
+        if job.state is JobState.RUNNING:  # remaining is brought up to date only when a job stops
+            done += max(0.0, now - job.run_start - job.run_overhead)
+        return done
+
+    def _perturbed(self, job: Job, now: float) -> JobSpec:
+        """A job as a window shadow has it: its true spec, an unfinished job's duration (with a perturbation)
+        multiplied by ``exp(N(0, perturbation))``, at least the work done plus a second."""
+        spec = job.spec
+        if self.perturbation == 0.0 or job.state is JobState.COMPLETED:
+            return spec
+        factor = math.exp(self.perturbation * float(self._rng.standard_normal()))
+        floor = max(MIN_DRAWN_DURATION, self._done(job, now) + 1.0) if spec.submit_time <= now else MIN_DRAWN_DURATION
+        return replace(spec, duration=max(floor, spec.duration * factor))
+
     def _present(self, job: Job, now: float) -> JobSpec:
         """A submitted job as a shadow has it: a completed one as it was, an unfinished one with a duration drawn
         from its estimate, at least the work it has done."""
         spec = job.spec
         if job.state is JobState.COMPLETED:
             return spec
-        done = spec.duration - job.remaining
-        if job.state is JobState.RUNNING:  # remaining is brought up to date only when a job stops
-            done += max(0.0, now - job.run_start - job.run_overhead)
-        return replace(spec, duration=self._draw_duration(job.idx, spec, done))
+        return replace(spec, duration=self._draw_duration(job.idx, spec, self._done(job, now)))
 
     def _arrivals(self, known: list[Job], now: float, n_jobs: int) -> list[JobSpec]:
         """Arrivals over the next ``arrivals_horizon`` seconds (None: the workload's remaining ``n_jobs`` -

@@ -1,14 +1,18 @@
 """What the lookahead's gain is made of: the same planner knowing the future, and knowing only the past.
 
 python examples/lookahead_futures.py [--seeds 20] [--jobs 5000] [--samples 4] [--arrivals-hours all 168]
-                                     [--window-hours 24 72] [--split validation] [--workers 2]
+                                     [--estimate-noise 0.3] [--window-hours 24 72] [--perturbations]
+                                     [--split validation] [--workers 2]
 
 Runs fitgpp, k8s, ``lookahead-nowait-pc10`` (playouts on clones, which hold the future: the arrivals to come
 and every job's true duration) and the same lookahead with ``future="sampled"`` (playouts on shadows that know
 only the jobs submitted so far, duration estimates, and arrivals drawn from the past: what a scheduler could
 compute; :mod:`baselines.sampled_future`), one sampled variant per ``--arrivals-hours`` (``all``: drawn until
-the workload's job count, as far as a clone sees), and with ``future="window"`` (true durations and only the
-next ``--window-hours`` of the real arrivals; none if the flag is given no value), on the ``paper``
+the workload's job count, as far as a clone sees; durations drawn with ``--estimate-noise``, 0 for the true
+ones), with ``future="window"`` (true durations and only the next ``--window-hours`` of the real arrivals;
+none if the flag is given no value), and with the whole real future but every unfinished or future job's
+duration off by a factor ``exp(N(0, sigma))`` per shadow, one variant per sigma of ``--perturbations`` (none
+by default), on the ``paper``
 workloads of ``--split`` (validation seeds 100,000 + i by default: issue 23 makes its choices there). Prints
 the comparison table and, per policy, the objective (mean slowdown per job) paired with fitgpp's and k8s's
 (mean ± 95% interval over the seeds). The figures and what they show are in docs/lookahead.md.
@@ -39,12 +43,16 @@ def hours(text: str) -> float | None:
     return value
 
 
-def register_variants(future: str, samples: int, horizons: list[float | None]) -> list[str]:
-    """Register ``lookahead-nowait-pc10`` with ``future``, one per arrivals horizon, as ``FUTURE-HOURSh`` or
-    ``FUTURE-all`` (in this process; the process executor's workers are forked from it, so they have them too)."""
+def register_variants(
+    future: str, samples: int, horizons: list[float | None], label: str | None = None, **kwargs: float
+) -> list[str]:
+    """Register ``lookahead-nowait-pc10`` with ``future`` (and ``kwargs``), one per arrivals horizon, as
+    ``LABEL-HOURSh`` or ``LABEL-all`` (``LABEL``: ``future``), in this process; the process executor's workers
+    are forked from it, so they have them too."""
     names = []
     for horizon in horizons:
-        name = f"{future}-all" if horizon is None else f"{future}-{horizon:g}h"
+        prefix = label or future
+        name = f"{prefix}-all" if horizon is None else f"{prefix}-{horizon:g}h"
         register_policy(
             name,
             "baselines.lookahead:Lookahead",
@@ -55,6 +63,7 @@ def register_variants(future: str, samples: int, horizons: list[float | None]) -
                 "future": future,
                 "samples": samples,
                 "arrivals_horizon": None if horizon is None else horizon * 3600.0,
+                **kwargs,
             },
             description=f"{CLAIRVOYANT} on shadows ({future}), arrivals: {name.split('-', 1)[1]}",
         )
@@ -68,12 +77,18 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=5000, help="jobs per workload")
     parser.add_argument("--samples", type=int, default=4, help="shadows per request")
     parser.add_argument("--arrivals-hours", type=hours, nargs="*", default=[None, 168.0], help="sampled variants")
+    parser.add_argument("--estimate-noise", type=float, default=0.3, help="sampled variants' duration noise")
     parser.add_argument("--window-hours", type=hours, nargs="*", default=[24.0, 72.0], help="window variants")
+    parser.add_argument("--perturbations", type=float, nargs="*", default=[], help="perturbed variants' sigmas")
     parser.add_argument("--split", default="validation", choices=("validation", "test"))
     parser.add_argument("--workers", type=int, default=2, help="processes (1: serial)")
     args = parser.parse_args()
-    variants = register_variants("sampled", args.samples, args.arrivals_hours)
+    noise = args.estimate_noise
+    label = "sampled" if noise == 0.3 else f"sampled-noise{noise:g}"
+    variants = register_variants("sampled", args.samples, args.arrivals_hours, label, estimate_noise=noise)
     variants += register_variants("window", 1, args.window_hours)
+    for sigma in args.perturbations:
+        variants += register_variants("window", args.samples, [None], f"perturbed{sigma:g}", perturbation=sigma)
     config = CompareConfig(
         policies=("fitgpp", "k8s", CLAIRVOYANT, *variants), seeds=args.seeds, n_jobs=args.jobs, split=args.split
     )

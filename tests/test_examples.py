@@ -53,9 +53,10 @@ def test_custom_policy(tmp_path):
 
 def test_lookahead_futures(tmp_path):
     args = ("--seeds", "2", "--jobs", "300", "--samples", "1", "--arrivals-hours", "6", "--window-hours", "100000")
+    args += ("--estimate-noise", "0", "--perturbations", "0.5")
     figures, objective = _run("lookahead_futures.py", *args, "--split", "test", cwd=tmp_path).split("\n\n")
     rows = {line.split(" | ")[0]: line.split(" | ")[1:] for line in objective.strip().splitlines()[2:]}
-    names = ["fitgpp", "k8s", "lookahead-nowait-pc10", "sampled-6h", "window-100000h"]
+    names = ["fitgpp", "k8s", "lookahead-nowait-pc10", "sampled-noise0-6h", "window-100000h", "perturbed0.5-all"]
     assert list(rows) == [f"| `{n}`" for n in names]
     assert all(f"| `{n}` |" in figures for n in names)
     # A window longer than the workload holds what a clone holds: the lookahead on clones' objective.

@@ -18,6 +18,7 @@ from schedgym.experiments.runner import run_policy
 from schedgym.registry import make_policy
 from schedgym.sim import DECLINE, PreemptionPlan, SimConfig, Simulator
 from schedgym.sim.cluster import cluster_preset
+from schedgym.sim.job import JobState
 from schedgym.sim.simulator import native_available
 from schedgym.workloads import generate, preset
 
@@ -57,12 +58,13 @@ def test_the_decisions_do_not_change_when_the_future_does():
     assert decisions(known, cl, jobs, until=cut) != decisions(known, cl, other, until=cut)
 
 
-def check_shadows(cl, jobs, config: SimConfig) -> tuple[int, int]:  # noqa: ANN001
+def check_shadows(cl, jobs, config: SimConfig, future: SampledFuture | None = None) -> tuple[int, int]:  # noqa: ANN001
     """Drive a run (fitgpp's plans, every third request declined) and check a shadow at every request with
     candidates against the simulation: time, preemptions, resources, queues, and each shared job's state,
     nodes and preemptions. Returns (shadows checked, plans resolved that preempt or serve a gang)."""
     sim = Simulator(cl, jobs, config)
-    future = SampledFuture(np.random.default_rng(0), estimate_noise=0.5, arrivals_horizon=3600.0)
+    if future is None:
+        future = SampledFuture(np.random.default_rng(0), estimate_noise=0.5, arrivals_horizon=3600.0)
     fitgpp, checked, gangs = make_policy("fitgpp"), 0, 0
     while (request := sim.advance()) is not None:
         if request.candidates:
@@ -103,6 +105,48 @@ def test_shadows_replay_gangs():
     jobs += [be(f"b{i}", 20.0 + 40 * i, 3000, 1, grace=10) for i in range(40)]
     checked, gangs = check_shadows(cluster(8, 8), sorted(jobs, key=lambda j: j.submit_time), SimConfig())
     assert checked >= 2 and gangs >= 2
+
+
+def test_a_perturbed_window_is_the_real_future_with_durations_slightly_off():
+    cl, wl = small_paper(400)
+    jobs = list(wl.table)
+    future = SampledFuture(np.random.default_rng(0), 0.3, None, window=True, perturbation=0.05)
+    checked, _ = check_shadows(cl, jobs, SimConfig(restart_overhead=300.0), future)  # the past replayed
+    assert checked > 5
+    future = SampledFuture(np.random.default_rng(0), 0.3, None, window=True, perturbation=0.05)
+    sim = Simulator(cl, jobs)
+    for _ in range(30):
+        request = sim.advance()
+        future.decided(request, DECLINE)
+        sim.resolve(DECLINE)
+    request = sim.advance()
+    shadow, index = future.shadow(request)
+    assert len(shadow.jobs) == len(jobs) and sorted(index) == [j.idx for j in sim.jobs if j.spec.submit_time <= sim.now]
+    true = {j.spec.job_id: j for j in sim.jobs}
+    ratios = []
+    for twin in shadow.jobs:
+        job = true[twin.spec.job_id]
+        assert twin.spec.submit_time == job.spec.submit_time  # every real arrival, at its time
+        if job.state is JobState.COMPLETED:
+            assert twin.spec.duration == job.spec.duration
+        else:
+            ratios.append(twin.spec.duration / job.spec.duration)
+    ratios = np.log(ratios)
+    assert len(ratios) > 100 and np.all(ratios != 0) and np.all(np.abs(ratios) < 0.05 * 6)
+    assert 0.04 < np.std(ratios) < 0.06
+    # Without a perturbation the window holds the true durations.
+    plain = SampledFuture(np.random.default_rng(0), 0.3, None, window=True)
+    plain._log, plain._sim, plain._factor = list(future._log), sim, future._factor
+    assert [j.spec for j in plain.shadow(request)[0].jobs] == [j.spec for j in sim.jobs]
+
+
+def test_a_perturbation_reads_the_real_future_only():
+    with pytest.raises(ConfigError, match="future='window' only"):
+        Lookahead(future="sampled", perturbation=0.01)
+    with pytest.raises(ConfigError, match="perturbation >= 0"):
+        Lookahead(future="window", perturbation=-0.01)
+    window = Lookahead(future="window", perturbation=0.01, samples=2)
+    assert "perturbation=0.01" in repr(window) and "perturbation" not in repr(Lookahead(future="window"))
 
 
 def test_a_driver_that_skips_requests_or_resolves_other_plans_is_refused():
