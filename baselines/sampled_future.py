@@ -37,7 +37,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from schedgym.errors import SchedGymError
+from schedgym.errors import ConfigError, SchedGymError
 from schedgym.sim.job import Job, JobSpec, JobState
 from schedgym.sim.policy import PreemptionPlan, PreemptionRequest
 from schedgym.sim.simulator import Simulator
@@ -75,6 +75,8 @@ class SampledFuture:
         self.arrivals_horizon = None if arrivals_horizon is None else float(arrivals_horizon)
         self.window = bool(window)
         self.perturbation = float(perturbation)
+        if self.perturbation and not self.window:
+            raise ConfigError("a perturbation applies to the real future of a window only (window=True)")
         self._estimate_rng, self._rng = rng.spawn(2)
         self._factor: np.ndarray | None = None  # per job: estimate / duration, drawn at the first shadow
         self._sim: Simulator | None = None

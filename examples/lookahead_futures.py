@@ -65,7 +65,9 @@ def register_variants(
                 "arrivals_horizon": None if horizon is None else horizon * 3600.0,
                 **kwargs,
             },
-            description=f"{CLAIRVOYANT} on shadows ({future}), arrivals: {name.split('-', 1)[1]}",
+            description=f"{CLAIRVOYANT} on shadows ({future}, samples={samples}"
+            + "".join(f", {k}={v:g}" for k, v in kwargs.items())
+            + f"), arrivals: {'all' if horizon is None else f'{horizon:g} h'}",
         )
         names.append(name)
     return names

@@ -140,9 +140,34 @@ def test_a_perturbed_window_is_the_real_future_with_durations_slightly_off():
     assert [j.spec for j in plain.shadow(request)[0].jobs] == [j.spec for j in sim.jobs]
 
 
+def test_perturbed_shadows_come_from_the_generator_passed_in():
+    cl, wl = small_paper(300)
+
+    def durations(seed: int) -> list[float]:
+        future = SampledFuture(np.random.default_rng(seed), 0.3, None, window=True, perturbation=0.01)
+        sim = Simulator(cl, wl.table)
+        for _ in range(20):
+            request = sim.advance()
+            future.decided(request, DECLINE)
+            sim.resolve(DECLINE)
+        return [j.spec.duration for j in future.shadow(sim.advance())[0].jobs]
+
+    assert durations(5) == durations(5) != durations(6)
+
+
+def test_a_perturbed_lookahead_plays_a_run():
+    cl, wl = small_paper(300)
+    policy = Lookahead(horizon=None, wait=False, future="window", perturbation=0.01, samples=2)
+    a = run_policy(policy, cl, wl, rng=np.random.default_rng(4))
+    assert policy.n_playouts > 0 and a.n_preemptions > 0
+    assert run_policy(policy, cl, wl, rng=np.random.default_rng(4)).completion.tolist() == a.completion.tolist()
+
+
 def test_a_perturbation_reads_the_real_future_only():
     with pytest.raises(ConfigError, match="future='window' only"):
         Lookahead(future="sampled", perturbation=0.01)
+    with pytest.raises(ConfigError, match="window only"):
+        SampledFuture(np.random.default_rng(0), 0.3, None, perturbation=0.01)
     with pytest.raises(ConfigError, match="perturbation >= 0"):
         Lookahead(future="window", perturbation=-0.01)
     window = Lookahead(future="window", perturbation=0.01, samples=2)
