@@ -134,7 +134,7 @@ class SampledFuture:
         """A duration for a job known only by its estimate, at least ``done`` (plus a second)."""
         assert self._factor is not None
         estimate = spec.duration * float(self._factor[job])
-        floor = max(MIN_DRAWN_DURATION, done + 1.0)
+        floor = _floor(done)
         for _ in range(_TRIES):
             d = estimate * math.exp(self.estimate_noise * float(self._rng.standard_normal()))
             if d >= floor:
@@ -156,8 +156,7 @@ class SampledFuture:
         if self.perturbation == 0.0 or job.state is JobState.COMPLETED:
             return spec
         factor = math.exp(self.perturbation * float(self._rng.standard_normal()))
-        floor = max(MIN_DRAWN_DURATION, self._done(job, now) + 1.0) if spec.submit_time <= now else MIN_DRAWN_DURATION
-        return replace(spec, duration=max(floor, spec.duration * factor))
+        return replace(spec, duration=max(_floor(self._done(job, now)), spec.duration * factor))
 
     def _present(self, job: Job, now: float) -> JobSpec:
         """A submitted job as a shadow has it: a completed one as it was, an unfinished one with a duration drawn
@@ -192,6 +191,12 @@ class SampledFuture:
             d = self._draw_duration(source.idx, source.spec, 0.0)
             out.append(replace(source.spec, job_id=job_id, submit_time=float(t), duration=d))
         return out
+
+
+def _floor(done: float) -> float:
+    """The least duration a shadow gives a job that has done ``done`` seconds of work (0 for one not yet
+    submitted): it must not end before the request it stands at."""
+    return max(MIN_DRAWN_DURATION, done + 1.0)
 
 
 def _diverged() -> SchedGymError:

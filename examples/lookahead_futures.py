@@ -86,7 +86,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="processes (1: serial)")
     args = parser.parse_args()
     noise = args.estimate_noise
-    label = "sampled" if noise == 0.3 else f"sampled-noise{noise:g}"
+    label = "sampled" if noise == parser.get_default("estimate_noise") else f"sampled-noise{noise:g}"
     variants = register_variants("sampled", args.samples, args.arrivals_hours, label, estimate_noise=noise)
     variants += register_variants("window", 1, args.window_hours)
     for sigma in args.perturbations:
