@@ -598,38 +598,61 @@ def write_agent(
             also()
 
 
-def plot_training(report: dict[str, Any], path: Path) -> None:
-    """The training figure: the validation objective and the four headline figures against episodes played,
-    the rules' means on the same validation workloads as horizontal lines, the chosen checkpoint marked."""
+def plot_training(
+    report: dict[str, Any],
+    path: Path,
+    *,
+    x: str = "episodes",
+    step: str = "generation",
+    label: str = "searched policy",
+    title: str | None = None,
+) -> None:
+    """The training figure: the validation objective and the four headline figures against ``x`` (a key of the
+    curve's points: training episodes here, environment steps for :mod:`agents.lean_ppo`), the rules' means on
+    the same validation workloads as horizontal lines, the chosen checkpoint (``report["chosen_" + step]``)
+    marked."""
     from schedgym.experiments.plotting import new_figure, save_figure
 
     curve, rules = report["curve"], report["validation_rules"]
     keys = ("objective", *FIGURES)
     titles = {"objective": "objective (mean slowdown per job)", "te_p95": "TE p95 slowdown",
               "be_p50": "BE p50 slowdown", "be_p95": "BE p95 slowdown", "be_p99": "BE p99 slowdown"}  # fmt: skip
+    config = report["config"]
+    if title is None:
+        title = f"agents.evolve ({config['method']}) on {config['workload']}"
 
     def draw() -> Any:
         fig = new_figure((11.0, 6.5))
-        x = [p["episodes"] for p in curve]
-        chosen = next(p for p in curve if p["generation"] == report["chosen_generation"])
+        xs = [p[x] for p in curve]
+        chosen = next(p for p in curve if p[step] == report[f"chosen_{step}"])
         for i, key in enumerate(keys):
             ax = fig.add_subplot(2, 3, i + 1)
-            ax.plot(x, [p[key] for p in curve], marker="o", ms=3, color="C0", label="searched policy")
-            ax.plot([chosen["episodes"]], [chosen[key]], marker="*", ms=12, color="C3", ls="", label="chosen")
+            ax.plot(xs, [p[key] for p in curve], marker="o", ms=3, color="C0", label=label)
+            ax.plot([chosen[x]], [chosen[key]], marker="*", ms=12, color="C3", ls="", label="chosen")
             for j, (name, values) in enumerate(rules.items()):
                 ax.axhline(values[key], color=f"C{j + 1}", ls="--", lw=1, label=name)
             ax.set_title(titles[key], fontsize=9)
-            ax.set_xlabel("training episodes", fontsize=8)
+            ax.set_xlabel(f"training {x}", fontsize=8)
             ax.tick_params(labelsize=7)
         handles, labels = fig.axes[0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="lower right", bbox_to_anchor=(0.95, 0.15), fontsize=9)
-        config = report["config"]
-        fig.suptitle(f"agents.evolve ({config['method']}) on {config['workload']}: validation means over "
-                     f"{config['validation_seeds']} workloads", fontsize=10)  # fmt: skip
+        fig.suptitle(f"{title}: validation means over {config['validation_seeds']} workloads", fontsize=10)
         fig.tight_layout()
         return fig
 
     save_figure(path, draw, dpi=110)
+
+
+def check_plot(option: str, path: Path) -> None:
+    """:class:`SchedGymError` unless a training figure can be written at ``path`` (a writable place, and
+    matplotlib installed), checked before training starts rather than after it."""
+    import importlib.util
+
+    from schedgym._atomic import check_output_path
+
+    check_output_path(option, path)
+    if importlib.util.find_spec("matplotlib") is None:
+        raise SchedGymError(f"{option} needs matplotlib: pip install 'schedgym[plot]'")
 
 
 def parse_args(argv: Sequence[str] | None) -> tuple[EvolveConfig, Path, Path | None]:
@@ -645,17 +668,13 @@ def parse_args(argv: Sequence[str] | None) -> tuple[EvolveConfig, Path, Path | N
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m agents.evolve``: exit 0, 2 on a user error, 130 on Ctrl-C."""
-    from schedgym._atomic import check_output_dir, check_output_path
+    from schedgym._atomic import check_output_dir
 
     try:
         config, out, plot = parse_args(argv)
         check_output_dir("--out", out)
         if plot is not None:
-            check_output_path("--plot", plot)
-            import importlib.util
-
-            if importlib.util.find_spec("matplotlib") is None:
-                raise SchedGymError("--plot needs matplotlib: pip install 'schedgym[plot]'")
+            check_plot("--plot", plot)
         search(config, out, plot, log=lambda line: print(line, flush=True))
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -55,6 +55,7 @@ from agents.evolve import (
     PlanScoreNetwork,
     add_config_options,
     check_counts,
+    check_plot,
     check_reals,
     config_command,
     play,
@@ -62,6 +63,7 @@ from agents.evolve import (
     rule_figures,
     write_agent,
 )
+from agents.evolve import plot_training as _plot_curve
 from schedgym.decision.features import N_HEAD_V2
 from schedgym.errors import ConfigError, SchedGymError
 
@@ -501,8 +503,9 @@ def validate(config: LeanPPOConfig, network: PlanScoreNetwork) -> dict[str, floa
     return {k: float(np.mean([r[k] for r in runs])) for k in ("objective", *FIGURES, "preemptions")}
 
 
-def train(config: LeanPPOConfig, out: Path | None = None, log: Any = print) -> dict[str, Any]:
-    """Train; write the chosen network, its description and the curve to ``out`` (as one set)."""
+def train(config: LeanPPOConfig, out: Path | None = None, log: Any = print, plot: Path | None = None) -> dict[str, Any]:
+    """Train; write the chosen network, its description and the curve to ``out`` and the training figure to
+    ``plot`` (as one set)."""
     torch = _torch()
     torch.manual_seed(config.seed)
     t_start = time.perf_counter()
@@ -574,7 +577,8 @@ def train(config: LeanPPOConfig, out: Path | None = None, log: Any = print) -> d
     }
     if out is not None:
         chosen_network = base.with_params(params)
-        write_agent(out, chosen_network, agent_meta(chosen_network, report), report)
+        also = None if plot is None else lambda: plot_training(report, plot)
+        write_agent(out, chosen_network, agent_meta(chosen_network, report), report, also)
     return report
 
 
@@ -611,14 +615,21 @@ def agent_meta(network: PlanScoreNetwork, report: dict[str, Any]) -> dict[str, A
     }
 
 
-def parse_args(argv: Sequence[str] | None) -> tuple[LeanPPOConfig, Path]:
+def plot_training(report: dict[str, Any], path: Path) -> None:
+    """The training figure (:func:`agents.evolve.plot_training`) against environment steps."""
+    workload = report["config"]["workload"]
+    _plot_curve(report, path, x="steps", step="update", label="trained policy", title=f"agents.lean_ppo on {workload}")
+
+
+def parse_args(argv: Sequence[str] | None) -> tuple[LeanPPOConfig, Path, Path | None]:
     """The configuration from the command line: one ``--option`` per field of :class:`LeanPPOConfig`."""
     parser = argparse.ArgumentParser(prog="python -m agents.lean_ppo", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="output folder (agent.npz, agent.json, training.json)")
+    parser.add_argument("--plot", type=Path, default=None, help="also write the training figure here (.png, .svg)")
     add_config_options(parser, LeanPPOConfig)
     ns = vars(parser.parse_args(argv))
-    out = ns.pop("out")
-    return LeanPPOConfig(**ns), out
+    out, plot = ns.pop("out"), ns.pop("plot")
+    return LeanPPOConfig(**ns), out, plot
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -626,9 +637,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from schedgym._atomic import check_output_dir
 
     try:
-        config, out = parse_args(argv)
+        config, out, plot = parse_args(argv)
         check_output_dir("--out", out)
-        train(config, out, log=lambda line: print(line, flush=True))
+        if plot is not None:
+            check_plot("--plot", plot)
+        train(config, out, log=lambda line: print(line, flush=True), plot=plot)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -29,7 +29,7 @@ class BundledAgent:
 
     name: str
     description: str
-    model: str  # file name in agents/bundled/ (.zip)
+    model: str  # file name in agents/bundled/ (.zip: stable-baselines3; .npz: numpy arrays, read without pickle)
     model_sha256: str
     metadata: str  # the model's .json beside it
     metadata_sha256: str
@@ -47,12 +47,13 @@ def _bad(path: Path, why: str) -> SchedGymError:
     return SchedGymError(f"the bundled agents' manifest {path} is not valid: {why}; reinstall schedgym")
 
 
-def _file_entry(path: Path, name: str, key: str, value: Any, suffix: str) -> tuple[str, str]:
+def _file_entry(path: Path, name: str, key: str, value: Any, suffixes: tuple[str, ...]) -> tuple[str, str]:
     if not isinstance(value, dict) or set(value) != {"file", "sha256"}:
         raise _bad(path, f"agent {name!r}: {key!r} must be an object with 'file' and 'sha256'")
     file, digest = value["file"], value["sha256"]
-    if not isinstance(file, str) or Path(file).name != file or not file.endswith(suffix) or file.startswith("."):
-        raise _bad(path, f"agent {name!r}: {key}.file must be a {suffix} file name in agents/bundled/, got {file!r}")
+    if not isinstance(file, str) or Path(file).name != file or Path(file).suffix not in suffixes or file[0] == ".":
+        kind = " or ".join(suffixes)
+        raise _bad(path, f"agent {name!r}: {key}.file must be a {kind} file name in agents/bundled/, got {file!r}")
     if not (isinstance(digest, str) and len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)):
         raise _bad(path, f"agent {name!r}: {key}.sha256 must be 64 lowercase hex digits, got {digest!r}")
     return file, digest
@@ -81,8 +82,9 @@ def read_manifest(path: Path = MANIFEST) -> dict[str, BundledAgent]:
                 raise _bad(path, f"agent {name!r}: {key!r} must be a non-empty string")
         if ":" in name or name in agents:
             raise _bad(path, f"agent names must be unique and contain no ':', got {name!r}")
-        model, model_sha = _file_entry(path, name, "model", entry["model"], ".zip")
-        meta, meta_sha = _file_entry(path, name, "metadata", entry["metadata"], ".json")
+        # which suffix an algorithm saves is agents.learned's to check (load_agent): this module reads no numpy
+        model, model_sha = _file_entry(path, name, "model", entry["model"], (".zip", ".npz"))
+        meta, meta_sha = _file_entry(path, name, "metadata", entry["metadata"], (".json",))
         if Path(meta).stem != Path(model).stem:
             raise _bad(
                 path, f"agent {name!r}: its .json must sit beside its model ({Path(model).stem}.json), got {meta!r}"

@@ -102,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run every policy on the same workloads and print slowdown, wait, preemptions and "
         "GPU utilisation per policy, with ratios to fifo.",
     )
-    _add_workload_options(cmp, "fifo,priority,k8s,fitgpp,ppo")
+    _add_workload_options(cmp, "fifo,priority,k8s,fitgpp,ppo,lean-ppo")
     _add_rule_options(cmp)
     cmp.add_argument("--json", metavar="PATH", help="write the summary as JSON")
     cmp.add_argument("--csv", metavar="PATH", help="write means, 95%% CIs and paired differences as CSV")

@@ -61,6 +61,7 @@ POLICIES = (
     "fitgpp-fitness",
     "fitgpp-gracefirst",
     "k8s",
+    "lean-ppo",
     "lookahead",
     "lookahead-6h",
     "lookahead-nowait-pc10",

@@ -76,3 +76,13 @@ def test_train_and_compare(tmp_path, engine):
     out = _run("train_and_compare.py", "--steps", "1024", "--run-dir", str(tmp_path / "runs"), cwd=tmp_path)
     assert "| `mine` |" in out
     assert list((tmp_path / "runs").glob("*/model.zip"))
+
+
+def test_shift_targets(tmp_path):
+    out = _run("shift_targets.py", "--policy", "lean-ppo", "--seeds", "2", "--jobs", "300", cwd=tmp_path)
+    table, last = out.strip().split("\n\n")
+    rows = table.splitlines()[2:]
+    assert len(rows) == 10 and rows[0].startswith("| paper (capped at 300 jobs) |")
+    assert all(row.endswith("| holds |") or "| fails: " in row for row in rows)
+    held = sum(row.endswith("| holds |") for row in rows)
+    assert last == f"target 3 holds on {held} of 10 workloads for lean-ppo"

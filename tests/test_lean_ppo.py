@@ -141,15 +141,17 @@ def test_an_update_moves_the_weights_the_same_way_every_time():
 
 def test_the_cli_writes_its_output_set_which_loads_and_compares(tmp_path, capsys):
     pytest.importorskip("torch")
-    out = tmp_path / "run"
-    assert lean_ppo.main(["--out", str(out), *TINY_ARGS]) == 0
+    pytest.importorskip("matplotlib")
+    out, plot = tmp_path / "run", tmp_path / "training.png"
+    assert lean_ppo.main(["--out", str(out), "--plot", str(plot), *TINY_ARGS]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["agent.json", "agent.npz", "training.json"]
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     meta = json.loads((out / "agent.json").read_text())
     report = json.loads((out / "training.json").read_text())
     assert meta["algo"] == "lean_ppo" and meta["env_id"] == "schedgym/PreemptionPlan-v1"
     assert meta["train_command"] == report["command"]
     # the recorded command, run again, is this configuration
-    again, _ = lean_ppo.parse_args(report["command"].split()[3:])
+    again, _, _ = lean_ppo.parse_args(report["command"].split()[3:])
     assert again == LeanPPOConfig(**TINY) and LeanPPOConfig(**report["config"]) == again
     assert report["steps"] > 0 and report["chosen_update"] in (0, 1, 2)
     chosen = next(p for p in report["curve"] if p["update"] == report["chosen_update"])
@@ -165,3 +167,24 @@ def test_the_cli_writes_its_output_set_which_loads_and_compares(tmp_path, capsys
     # a bad option is one error line and exit 2, and writes nothing
     assert lean_ppo.main(["--out", str(tmp_path / "bad"), *TINY_ARGS, "--rollouts-per-seed=1"]) == 2
     assert "rollouts_per_seed >= 2" in capsys.readouterr().err and not (tmp_path / "bad").exists()
+    # a figure that cannot be written is refused before training, in one line
+    assert lean_ppo.main(["--out", str(tmp_path / "bad"), "--plot", str(tmp_path / "no" / "f.png"), *TINY_ARGS]) == 2
+    assert "--plot" in capsys.readouterr().err and not (tmp_path / "bad").exists()
+
+
+def test_the_bundled_lean_ppo_agent_is_its_manifests_command_and_acts():
+    from agents.evolve import EvolvedPolicy
+    from agents.learned import BUNDLED
+    from agents.manifest import read_manifest
+
+    entry = read_manifest()["lean-ppo"]
+    meta = json.loads(BUNDLED["lean-ppo"].with_suffix(".json").read_text())
+    # the manifest's command, parsed again, is the configuration the agent records (its training seed included)
+    config, _, _ = lean_ppo.parse_args(entry.train_command.split()[3:])
+    assert config == LeanPPOConfig(**meta["train_config"]) and config.updates == 300
+    agent = make_policy("lean-ppo")
+    assert isinstance(agent, EvolvedPolicy) and agent.name == "lean-ppo"
+    assert np.array_equal(agent.network.params, np.load(BUNDLED["lean-ppo"])["params"])
+    result = run_comparison(CompareConfig(policies=("fitgpp", "lean-ppo"), seeds=1, n_jobs=500))
+    assert result.runs["lean-ppo"][0].n_preemptions > 0
+    np.testing.assert_array_equal(result.runs["lean-ppo"][0].submit, result.runs["fitgpp"][0].submit)

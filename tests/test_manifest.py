@@ -15,6 +15,9 @@ from agents.manifest import BUNDLED_DIR, MANIFEST, check_bundled, read_manifest,
 from schedgym.errors import SchedGymError
 from schedgym.registry import policy_entry, policy_names
 
+# the command that trains each algorithm's bundled agents
+TRAINERS = {"maskable_ppo": "schedgym train ", "lean_ppo": "python -m agents.lean_ppo --out DIR "}
+
 
 def test_manifest_matches_the_bundled_files():
     agents = check_bundled()  # every listed file with its sum, nothing unlisted
@@ -27,7 +30,7 @@ def test_manifest_matches_the_bundled_files():
         assert (agent.algo, agent.env_id) == (meta["algo"], meta["env_id"])
         assert agent.workload == meta["env_kwargs"].get("workload", "paper")
         assert agent.train_command == meta["train_command"]
-        assert agent.train_command.startswith("schedgym train ")
+        assert agent.train_command.startswith(TRAINERS[agent.algo])
 
 
 def test_learned_derives_from_the_manifest():
@@ -79,6 +82,8 @@ def test_a_missing_extra_or_changed_file_is_named(tmp_path):
         (lambda m: m["agents"][0].pop("train_command"), "exactly the keys"),
         (lambda m: m["agents"][0]["model"].update(sha256="ABC"), "64 lowercase hex digits"),
         (lambda m: m["agents"][0]["model"].update(file="../x.zip"), "file name in agents/bundled/"),
+        (lambda m: m["agents"][0]["model"].update(file="x.pt"), r"a \.zip or \.npz file name"),
+        (lambda m: m["agents"][0]["metadata"].update(file="ppo_paper.npz"), r"a \.json file name"),
         (lambda m: m["agents"][1].update(name=m["agents"][0]["name"]), "unique"),
         (lambda m: m["agents"][1].update(model=m["agents"][0]["model"]), "its .json must sit beside"),
         (lambda m: m["agents"][0].update(description=""), "non-empty string"),

@@ -66,7 +66,7 @@ def dominance(paired: dict[str, Any]) -> str:
 class CompareConfig:
     """What to compare, on what."""
 
-    policies: tuple[str, ...] = ("fifo", "priority", "k8s", "fitgpp", "ppo")
+    policies: tuple[str, ...] = ("fifo", "priority", "k8s", "fitgpp", "ppo", "lean-ppo")
     """policy specs, resolved through the registry (``NAME`` or ``NAME:PATH``)"""
     workload: str | None = "paper"
     """synthetic preset or bundled trace (ignored when ``trace`` is set)"""
