@@ -603,14 +603,14 @@ def plot_training(
     path: Path,
     *,
     x: str = "episodes",
-    step: str = "generation",
+    checkpoint: str = "generation",
     label: str = "searched policy",
     title: str | None = None,
 ) -> None:
     """The training figure: the validation objective and the four headline figures against ``x`` (a key of the
     curve's points: training episodes here, environment steps for :mod:`agents.lean_ppo`), the rules' means on
-    the same validation workloads as horizontal lines, the chosen checkpoint (``report["chosen_" + step]``)
-    marked."""
+    the same validation workloads as horizontal lines, the chosen checkpoint marked (the point whose
+    ``checkpoint`` key, a generation or an update, is ``report["chosen_" + checkpoint]``)."""
     from schedgym.experiments.plotting import new_figure, save_figure
 
     curve, rules = report["curve"], report["validation_rules"]
@@ -624,7 +624,7 @@ def plot_training(
     def draw() -> Any:
         fig = new_figure((11.0, 6.5))
         xs = [p[x] for p in curve]
-        chosen = next(p for p in curve if p[step] == report[f"chosen_{step}"])
+        chosen = next(p for p in curve if p[checkpoint] == report[f"chosen_{checkpoint}"])
         for i, key in enumerate(keys):
             ax = fig.add_subplot(2, 3, i + 1)
             ax.plot(xs, [p[key] for p in curve], marker="o", ms=3, color="C0", label=label)
@@ -643,16 +643,16 @@ def plot_training(
     save_figure(path, draw, dpi=110)
 
 
-def check_plot(option: str, path: Path) -> None:
-    """:class:`SchedGymError` unless a training figure can be written at ``path`` (a writable place, and
-    matplotlib installed), checked before training starts rather than after it."""
-    import importlib.util
-
+def check_plot(option: str, path: Path, out: Path) -> None:
+    """:class:`SchedGymError` unless the training figure can be written at ``path``, checked before training
+    rather than after it: a figure's name, matplotlib, and a writable place (inside the output folder
+    ``out``, which the run makes, or beside it)."""
     from schedgym._atomic import check_output_path
+    from schedgym.experiments.plotting import check_figure_name
 
-    check_output_path(option, path)
-    if importlib.util.find_spec("matplotlib") is None:
-        raise SchedGymError(f"{option} needs matplotlib: pip install 'schedgym[plot]'")
+    check_figure_name(option, path)
+    if path.parent.resolve() != out.resolve():  # out itself is checked (and made) as the output folder
+        check_output_path(option, path)
 
 
 def parse_args(argv: Sequence[str] | None) -> tuple[EvolveConfig, Path, Path | None]:
@@ -674,7 +674,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config, out, plot = parse_args(argv)
         check_output_dir("--out", out)
         if plot is not None:
-            check_plot("--plot", plot)
+            check_plot("--plot", plot, out)
         search(config, out, plot, log=lambda line: print(line, flush=True))
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -85,6 +85,9 @@ class LeanPPOConfig:
     """jobs per episode (compare's 5,000 for ``paper``)"""
     estimate_noise: float = 0.3
     """sigma of the lognormal duration-estimate error, as the environment's"""
+    te_weight: float = 1.0
+    """weight of TE jobs' accrued slowdown in the training reward (the environment's ``te_weight``); validation
+    and the written agent's objective weigh every job 1"""
     hidden: int = 16
     """tanh units of the shared row network"""
     updates: int = 120
@@ -134,11 +137,19 @@ class LeanPPOConfig:
                               f"{self.rollouts_per_seed!r}")  # fmt: skip
         check_counts(self, ("seed",), 0)
         check_reals(self, ("learning_rate", "clip", "max_grad_norm"), strict=True)
-        check_reals(self, ("entropy_coef", "estimate_noise"), strict=False)
+        check_reals(self, ("entropy_coef",), strict=False)
+        self.env_config()  # the environment's own rules for the fields it takes (workload, noise, weight)
         for name in ("gamma", "gae_lambda"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and 0 < value <= 1):
                 raise ConfigError(f"Expected 0 < {name} <= 1, got {value!r}")
+
+    def env_config(self, **base: Any) -> Any:
+        """The :class:`~schedgym.envs.EnvConfig` of the training episodes over ``base`` (the id's own kwargs)."""
+        from schedgym.envs.config import EnvConfig
+
+        return EnvConfig(**{**base, "workload": self.workload, "n_jobs": self.n_jobs,
+                            "estimate_noise": self.estimate_noise, "te_weight": self.te_weight})  # fmt: skip
 
     def training(self, update: int) -> list[int]:
         at = TRAIN_SEED0 + update * self.seeds_per_update
@@ -291,12 +302,10 @@ def make_vec_env(config: LeanPPOConfig) -> Any:
     import gymnasium as gym
 
     import schedgym  # noqa: F401  (registers the environments)
-    from schedgym.envs import EnvConfig
     from schedgym.envs.vector_env import PreemptionVectorEnv
 
     spec = gym.spec(ENV_ID)
-    env_config = EnvConfig(**{**spec.kwargs, "workload": config.workload, "n_jobs": config.n_jobs,
-                              "estimate_noise": config.estimate_noise})  # fmt: skip
+    env_config = config.env_config(**spec.kwargs)
     venv = PreemptionVectorEnv(config.num_envs, env_config, max_episode_steps=spec.max_episode_steps,
                                n_threads=config.n_threads, autoreset_mode="next-step")  # fmt: skip
     venv.reset(seed=0)
@@ -618,7 +627,8 @@ def agent_meta(network: PlanScoreNetwork, report: dict[str, Any]) -> dict[str, A
 def plot_training(report: dict[str, Any], path: Path) -> None:
     """The training figure (:func:`agents.evolve.plot_training`) against environment steps."""
     workload = report["config"]["workload"]
-    _plot_curve(report, path, x="steps", step="update", label="trained policy", title=f"agents.lean_ppo on {workload}")
+    title = f"agents.lean_ppo on {workload}"
+    _plot_curve(report, path, x="steps", checkpoint="update", label="trained policy", title=title)
 
 
 def parse_args(argv: Sequence[str] | None) -> tuple[LeanPPOConfig, Path, Path | None]:
@@ -640,7 +650,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config, out, plot = parse_args(argv)
         check_output_dir("--out", out)
         if plot is not None:
-            check_plot("--plot", plot)
+            check_plot("--plot", plot, out)
         train(config, out, log=lambda line: print(line, flush=True), plot=plot)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -282,10 +282,10 @@ def _read_meta(meta_path: Path) -> dict[str, Any]:
 
 
 def verify_bundled(name: str = "ppo") -> None:
-    """Check a bundled agent's ``.zip`` and ``.json`` against the SHA-256 sums of the bundled agents' manifest
-    (:data:`BUNDLED_SHA256`); raise :class:`SchedGymError` on a missing or changed file."""
-    zip_path = BUNDLED[name]
-    for path in (zip_path, zip_path.with_suffix(".json")):
+    """Check a bundled agent's model (``.zip`` or ``.npz``) and ``.json`` against the SHA-256 sums of the bundled
+    agents' manifest (:data:`BUNDLED_SHA256`); raise :class:`SchedGymError` on a missing or changed file."""
+    model = BUNDLED[name]
+    for path in (model, model.with_suffix(".json")):
         check_file(name, path, BUNDLED_SHA256[path.name])
 
 

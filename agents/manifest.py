@@ -51,7 +51,8 @@ def _file_entry(path: Path, name: str, key: str, value: Any, suffixes: tuple[str
     if not isinstance(value, dict) or set(value) != {"file", "sha256"}:
         raise _bad(path, f"agent {name!r}: {key!r} must be an object with 'file' and 'sha256'")
     file, digest = value["file"], value["sha256"]
-    if not isinstance(file, str) or Path(file).name != file or Path(file).suffix not in suffixes or file[0] == ".":
+    named = isinstance(file, str) and Path(file).name == file and not file.startswith(".")
+    if not named or Path(file).suffix not in suffixes:
         kind = " or ".join(suffixes)
         raise _bad(path, f"agent {name!r}: {key}.file must be a {kind} file name in agents/bundled/, got {file!r}")
     if not (isinstance(digest, str) and len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)):

@@ -2,59 +2,84 @@
 dominated by fitgpp or k8s, its TE p95 is within 5% of the lower of the two rules' TE p95, and its objective
 (mean slowdown per job) is no worse than the better rule's beyond the paired 95% interval.
 
-    python examples/shift_targets.py --policy lean-ppo            # the suite's 20 test seeds, about 10 min
-    python examples/shift_targets.py --policy mine:runs/x/agent.npz --seeds 5 --jobs 2000 --workers 2
+    python examples/shift_targets.py --policy lean-ppo --workers 2      # 20 test seeds, about 40 s
+    python examples/shift_targets.py --policy mine:runs/x/agent.npz --seeds 5 --jobs 2000
 
 Prints one markdown row per workload and a last line saying on how many workloads all three hold. The figures
 come from the same runs as `schedgym compare --suite shifts --policies fitgpp,k8s,POLICY` (docs/suite.md).
+The TE p95 criterion compares means, as the target states it, not a paired interval: on the two traces,
+with 7 and 5 windows, a pass or a failure there is within the noise.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import sys
 
+from schedgym.errors import SchedGymError
 from schedgym.experiments.executors import ExecutorConfig
 from schedgym.experiments.suite import run_suite
+from schedgym.registry import check_spec
 
 RULES = ("fitgpp", "k8s")
 TE_P95_TOLERANCE = 0.05  # target 3: within 5% of the better rule's TE p95
 
 
-def main() -> None:
+def failures(verdict: dict[str, str], te_p95: dict[str, float], objective_diff: tuple[float, float]) -> list[str]:
+    """The criteria of target 3 one workload fails (none: it holds). ``verdict``: the policy's verdict against
+    each rule; ``te_p95``: the mean TE p95 of each rule and of the policy (key ``"policy"``);
+    ``objective_diff``: the paired difference of the objective to the better rule's (mean, 95% half-width)."""
+    failed = []
+    if any(verdict[r] == "dominated" for r in RULES):
+        failed.append("dominated")
+    if te_p95["policy"] > (1 + TE_P95_TOLERANCE) * min(te_p95[r] for r in RULES):
+        failed.append("TE p95")
+    mean, half = objective_diff
+    if not (mean - half <= 0):  # significantly worse (or no interval at all: NaN)
+        failed.append("objective")
+    return failed
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--policy", required=True, help="a registered policy or NAME:PATH")
-    parser.add_argument("--seeds", type=int, default=20, help="seeds per workload (a trace: at most its windows)")
+    parser.add_argument("--policy", required=True, help="a registered policy or NAME:PATH (not fitgpp or k8s)")
+    parser.add_argument("--seeds", type=int, default=20, help="seeds per workload, at least 2 (a trace: its windows)")
     parser.add_argument("--jobs", type=int, default=None, help="cap on each synthetic workload's jobs")
     parser.add_argument("--workers", type=int, default=1, help="processes (1: serial)")
     args = parser.parse_args()
-
-    executor = ExecutorConfig() if args.workers <= 1 else ExecutorConfig(kind="process", workers=args.workers)
-    result = run_suite("shifts", (*RULES, args.policy), seeds=args.seeds, max_jobs=args.jobs, executor=executor)
-    name = args.policy.split(":")[0]
+    if args.seeds < 2:
+        parser.error("--seeds must be at least 2: the verdicts and the interval need paired seeds")
+    try:
+        name = check_spec(args.policy)
+        if name in RULES:
+            raise SchedGymError(f"--policy {args.policy!r} is one of the rules it is judged against")
+        workers = ExecutorConfig(kind="process", workers=args.workers) if args.workers > 1 else ExecutorConfig()
+        result = run_suite("shifts", (*RULES, args.policy), seeds=args.seeds, max_jobs=args.jobs, executor=workers)
+    except SchedGymError as exc:
+        print(f"schedgym: error: {exc}", file=sys.stderr)
+        return 2
     rows = {(r.entry, r.policy): r for r in result.rows()}
 
-    print("| workload | vs fitgpp | vs k8s | TE p95 | better rule's TE p95 | objective vs better rule | target 3 |")
+    print("| workload | vs fitgpp | vs k8s | TE p95 | lower rule TE p95 | objective vs the rule of lower objective "
+          "| target 3 |")  # fmt: skip
     print("|---|---|---|---:|---:|---:|---|")
     held = 0
     for entry, comparison in zip(result.entries, result.comparisons, strict=True):
-        policies = comparison["policies"]
         agent = rows[(entry.name, name)]
-        te_p95 = {p: policies[p]["te"]["slowdown_p95"] for p in (*RULES, name)}
-        best_te = min(te_p95[r] for r in RULES)
-        better = min(RULES, key=lambda r: rows[(entry.name, r)].objective)  # the rule of the lower objective
+        te_p95 = {p: comparison["policies"][p]["te"]["slowdown_p95"] for p in (*RULES, name)}
+        te_rule = min(RULES, key=lambda r: te_p95[r])
+        better = min(RULES, key=lambda r: rows[(entry.name, r)].objective)
         diff, half = agent.diff[better]
-        checks = (
-            all(agent.verdict[r] != "dominated" for r in RULES),
-            te_p95[name] <= (1 + TE_P95_TOLERANCE) * best_te,
-            diff - half <= 0,  # not significantly worse (a single seed has no interval: nan, so it fails)
-        )
-        held += all(checks)
-        failed = [what for what, ok in zip(("dominated", "TE p95", "objective"), checks, strict=True) if not ok]
+        failed = failures(agent.verdict, {**te_p95, "policy": te_p95[name]}, (diff, half))
+        held += not failed
+        shown = "nan" if math.isnan(half) else f"{half:.3f}"
         print(f"| {entry.name} | {agent.verdict['fitgpp']} | {agent.verdict['k8s']} | {te_p95[name]:.3f} | "
-              f"{best_te:.3f} | {diff:+.3f} ± {half:.3f} ({better}) | "
-              f"{'holds' if all(checks) else 'fails: ' + ', '.join(failed)} |")  # fmt: skip
+              f"{te_p95[te_rule]:.3f} ({te_rule}) | {diff:+.3f} ± {shown} ({better}) | "
+              f"{'fails: ' + ', '.join(failed) if failed else 'holds'} |")  # fmt: skip
     print(f"\ntarget 3 holds on {held} of {len(result.entries)} workloads for {name}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -102,7 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run every policy on the same workloads and print slowdown, wait, preemptions and "
         "GPU utilisation per policy, with ratios to fifo.",
     )
-    _add_workload_options(cmp, "fifo,priority,k8s,fitgpp,ppo,lean-ppo")
+    from schedgym.experiments.compare import CompareConfig
+
+    _add_workload_options(cmp, ",".join(CompareConfig.policies))
     _add_rule_options(cmp)
     cmp.add_argument("--json", metavar="PATH", help="write the summary as JSON")
     cmp.add_argument("--csv", metavar="PATH", help="write means, 95%% CIs and paired differences as CSV")
@@ -552,12 +554,9 @@ def _check_outputs(given: Sequence[tuple[str, str | None]]) -> None:
 
 
 def _check_plot(path: str) -> None:
-    if Path(path).suffix.lower() not in (".png", ".pdf", ".svg"):
-        raise ConfigError(f"--plot {path!r}: expected a .png, .pdf or .svg file name")
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise ConfigError("--plot needs matplotlib: pip install 'schedgym[plot]'") from None
+    from schedgym.experiments.plotting import check_figure_name
+
+    check_figure_name("--plot", path)
 
 
 _NOT_WITH_SUITE = {

@@ -615,3 +615,10 @@ def test_ctrl_c_while_a_class_is_built_is_an_interrupt(tmp_path, capsys, monkeyp
     monkeypatch.setattr(report, "write_json", broken)
     with pytest.raises(RuntimeError, match="a bug"):
         main([*argv, *outputs])
+
+
+def test_compares_default_policies_are_compare_configs():
+    from schedgym.cli import build_parser
+    from schedgym.experiments.compare import CompareConfig
+
+    assert build_parser().parse_args(["compare"]).policies == ",".join(CompareConfig().policies)

@@ -44,9 +44,9 @@ def test_the_readmes_table_is_what_its_command_writes(tmp_path, capsys):
 CASES = {
     "rules": ((), "fifo,priority,k8s,random,fitgpp,fitgpp-fitness,fitgpp-gracefirst"),
     "paper": ((), "fifo,priority,fitgpp,k8s,random,ppo,dagger,dagger-nowait,lean-ppo"),
-    "realistic": (("--workload", "realistic"), "fitgpp,k8s,ppo,dagger-realistic"),
-    "philly": (("--workload", "philly"), "fifo,priority,k8s,fitgpp,ppo,dagger-philly"),
-    "alibaba": (("--workload", "alibaba2023", "--cluster", "alibaba2023-contended"), "fitgpp,k8s,ppo,dagger"),
+    "realistic": (("--workload", "realistic"), "fitgpp,k8s,ppo,dagger-realistic,lean-ppo"),
+    "philly": (("--workload", "philly"), "fifo,priority,k8s,fitgpp,ppo,dagger-philly,lean-ppo"),
+    "alibaba": (("--workload", "alibaba2023", "--cluster", "alibaba2023-contended"), "fitgpp,k8s,ppo,dagger,lean-ppo"),
 }
 
 

@@ -83,6 +83,37 @@ def test_shift_targets(tmp_path):
     table, last = out.strip().split("\n\n")
     rows = table.splitlines()[2:]
     assert len(rows) == 10 and rows[0].startswith("| paper (capped at 300 jobs) |")
-    assert all(row.endswith("| holds |") or "| fails: " in row for row in rows)
     held = sum(row.endswith("| holds |") for row in rows)
     assert last == f"target 3 holds on {held} of 10 workloads for lean-ppo"
+    # a rule, an unknown name and a single seed are refused in one line
+    for args, needle in ((("--policy", "fitgpp"), "one of the rules"), (("--policy", "nope"), "nope"),
+                         (("--policy", "lean-ppo", "--seeds", "1"), "at least 2")):  # fmt: skip
+        done = subprocess.run([sys.executable, str(EXAMPLES / "shift_targets.py"), *args], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert done.returncode == 2 and needle in done.stderr and "Traceback" not in done.stderr
+
+
+def _shift_targets():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("shift_targets", EXAMPLES / "shift_targets.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    ("verdict", "te_p95", "diff", "failed"),
+    [
+        ({"fitgpp": "mixed", "k8s": "mixed"}, 1.05, (0.1, 0.2), []),  # TE p95 exactly 5% above: holds
+        ({"fitgpp": "mixed", "k8s": "equal"}, 1.0501, (0.1, 0.2), ["TE p95"]),  # just above
+        ({"fitgpp": "dominates", "k8s": "dominated"}, 1.0, (-0.5, 0.1), ["dominated"]),
+        ({"fitgpp": "mixed", "k8s": "mixed"}, 1.0, (0.2, 0.1), ["objective"]),  # significantly worse
+        ({"fitgpp": "mixed", "k8s": "mixed"}, 1.0, (0.2, 0.2), []),  # the interval reaches 0
+        ({"fitgpp": "", "k8s": ""}, 1.0, (0.0, float("nan")), ["objective"]),  # no interval: not shown to hold
+        ({"fitgpp": "dominated", "k8s": "mixed"}, 2.0, (1.0, 0.1), ["dominated", "TE p95", "objective"]),
+    ],
+)
+def test_shift_targets_judges_each_workload_by_the_three_criteria(verdict, te_p95, diff, failed):
+    # the rules' TE p95 are 1.0 (fitgpp) and 1.2 (k8s): the lower one is the reference
+    assert _shift_targets().failures(verdict, {"fitgpp": 1.0, "k8s": 1.2, "policy": te_p95}, diff) == failed

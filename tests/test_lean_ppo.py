@@ -94,11 +94,36 @@ def test_the_torch_network_is_the_numpy_scorer_it_exports():
         ({"learning_rate": -1.0}, "learning_rate > 0"),
         ({"num_envs": 0}, "num_envs >= 1"),
         ({"entropy_coef": float("nan")}, "entropy_coef >= 0"),
+        ({"te_weight": -1.0}, "te_weight >= 0"),
     ],
 )
 def test_config_is_validated(overrides, message):
     with pytest.raises(ConfigError, match=message):
         LeanPPOConfig(**overrides)
+
+
+def test_te_weight_weighs_the_training_reward_only():
+    # the same decisions on the same workload: TE's part of the reward doubles, BE's is unchanged
+    parts = []
+    for te_weight in (1.0, 2.0):
+        config = LeanPPOConfig(n_jobs=300, num_envs=1, te_weight=te_weight)
+        assert ("--te-weight" in config.command()) == (te_weight != 1.0)  # recorded when not the default
+        venv = lean_ppo.make_vec_env(config)
+        assert venv.envs[0].config.te_weight == te_weight
+        _, info = venv.reset(seed=7)
+        te = be = 0.0
+        for _ in range(40):
+            first_legal = np.argmax(info["action_mask"], axis=1)
+            _, _, terminated, _, info = venv.step(first_legal)
+            te, be = te + float(info["reward_te"][0]), be + float(info["reward_be"][0])
+            if terminated[0]:
+                break
+        venv.close()
+        parts.append((te, be))
+    (te1, be1), (te2, be2) = parts
+    assert te1 < 0 and te2 == pytest.approx(2 * te1) and be2 == be1
+    # validation judges the unweighted objective whatever the training reward
+    assert LeanPPOConfig(te_weight=2.0).evolve_config() == LeanPPOConfig().evolve_config()
 
 
 def test_a_tiny_run_is_a_function_of_its_configuration(tmp_path):
@@ -141,11 +166,9 @@ def test_an_update_moves_the_weights_the_same_way_every_time():
 
 def test_the_cli_writes_its_output_set_which_loads_and_compares(tmp_path, capsys):
     pytest.importorskip("torch")
-    pytest.importorskip("matplotlib")
-    out, plot = tmp_path / "run", tmp_path / "training.png"
-    assert lean_ppo.main(["--out", str(out), "--plot", str(plot), *TINY_ARGS]) == 0
+    out = tmp_path / "run"
+    assert lean_ppo.main(["--out", str(out), *TINY_ARGS]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["agent.json", "agent.npz", "training.json"]
-    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     meta = json.loads((out / "agent.json").read_text())
     report = json.loads((out / "training.json").read_text())
     assert meta["algo"] == "lean_ppo" and meta["env_id"] == "schedgym/PreemptionPlan-v1"
@@ -167,9 +190,21 @@ def test_the_cli_writes_its_output_set_which_loads_and_compares(tmp_path, capsys
     # a bad option is one error line and exit 2, and writes nothing
     assert lean_ppo.main(["--out", str(tmp_path / "bad"), *TINY_ARGS, "--rollouts-per-seed=1"]) == 2
     assert "rollouts_per_seed >= 2" in capsys.readouterr().err and not (tmp_path / "bad").exists()
-    # a figure that cannot be written is refused before training, in one line
-    assert lean_ppo.main(["--out", str(tmp_path / "bad"), "--plot", str(tmp_path / "no" / "f.png"), *TINY_ARGS]) == 2
-    assert "--plot" in capsys.readouterr().err and not (tmp_path / "bad").exists()
+
+
+def test_the_training_figure_is_written_with_the_run_or_refused_before_it(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("torch")
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "run"
+    # inside the output folder, which the run makes
+    assert lean_ppo.main(["--out", str(out), "--plot", str(out / "training.png"), *TINY_ARGS]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["agent.json", "agent.npz", "training.json", "training.png"]
+    assert (out / "training.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # a figure that cannot be written is refused before any training, in one line, and nothing is written
+    monkeypatch.setattr(lean_ppo, "train", lambda *a, **k: pytest.fail("trained before checking --plot"))
+    for plot, needle in ((tmp_path / "no" / "f.png", "does not exist"), (tmp_path / "f.txt", ".png, .pdf or .svg")):
+        assert lean_ppo.main(["--out", str(tmp_path / "bad"), "--plot", str(plot), *TINY_ARGS]) == 2
+        assert needle in capsys.readouterr().err and not (tmp_path / "bad").exists()
 
 
 def test_the_bundled_lean_ppo_agent_is_its_manifests_command_and_acts():
@@ -182,9 +217,9 @@ def test_the_bundled_lean_ppo_agent_is_its_manifests_command_and_acts():
     # the manifest's command, parsed again, is the configuration the agent records (its training seed included)
     config, _, _ = lean_ppo.parse_args(entry.train_command.split()[3:])
     assert config == LeanPPOConfig(**meta["train_config"]) and config.updates == 300
+    assert entry.algo == meta["algo"] == "lean_ppo" and BUNDLED["lean-ppo"].suffix == ".npz"
     agent = make_policy("lean-ppo")
     assert isinstance(agent, EvolvedPolicy) and agent.name == "lean-ppo"
-    assert np.array_equal(agent.network.params, np.load(BUNDLED["lean-ppo"])["params"])
+    assert "lean-ppo" in CompareConfig().policies  # compared by default
     result = run_comparison(CompareConfig(policies=("fitgpp", "lean-ppo"), seeds=1, n_jobs=500))
     assert result.runs["lean-ppo"][0].n_preemptions > 0
-    np.testing.assert_array_equal(result.runs["lean-ppo"][0].submit, result.runs["fitgpp"][0].submit)

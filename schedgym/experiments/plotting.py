@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from schedgym._atomic import atomic_open
-from schedgym.errors import SchedGymError
+from schedgym.errors import ConfigError, SchedGymError
 from schedgym.experiments.compare import ComparisonResult
 from schedgym.experiments.figures import BE_P99, HEADLINE, TE_P95, ClassFigure
 from schedgym.experiments.suite import SuiteResult
@@ -121,6 +121,22 @@ def slowdown_axis(axis: Any, lo: float, hi: float) -> None:
     axis.set_major_locator(FixedLocator(ticks))
     axis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{1 + x:.6g}"))
     axis.set_minor_formatter(NullFormatter())
+
+
+FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
+"""the formats ``--plot`` writes"""
+
+
+def check_figure_name(flag: str, path: str | Path) -> None:
+    """:class:`ConfigError` unless ``path`` names a figure ``--plot`` can write (a .png, .pdf or .svg file) and
+    matplotlib is installed: checked before the work whose figure it is (a training run that ends in a
+    refused figure would lose its other outputs with it, as they are written as one set)."""
+    if Path(path).suffix.lower() not in FIGURE_SUFFIXES:
+        raise ConfigError(f"{flag} {str(path)!r}: expected a .png, .pdf or .svg file name")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise ConfigError(f"{flag} needs matplotlib: pip install 'schedgym[plot]'") from None
 
 
 def save_figure(path: str | Path, draw: Callable[[], Any], dpi: int) -> None:
