@@ -88,6 +88,14 @@ class LeanPPOConfig:
     te_weight: float = 1.0
     """weight of TE jobs' accrued slowdown in the training reward (the environment's ``te_weight``); validation
     and the written agent's objective weigh every job 1"""
+    tail_weight: float = 0.0
+    """weight of the tail term in the training reward (0: none): each job is charged the part of its slowdown
+    above its class's threshold (``te_tail``, ``be_tail``), accrued in time as the slowdown is
+    (:func:`tail_rewards`); validation and the written agent's objective are unchanged"""
+    te_tail: float = 1.05
+    """slowdown above which a TE job's slowdown is charged by the tail term (fitgpp's validation TE p95: 1.047)"""
+    be_tail: float = 50.0
+    """slowdown above which a BE job's slowdown is charged by the tail term (fitgpp's validation BE p99: 53.4)"""
     hidden: int = 16
     """tanh units of the shared row network"""
     updates: int = 120
@@ -137,7 +145,11 @@ class LeanPPOConfig:
                               f"{self.rollouts_per_seed!r}")  # fmt: skip
         check_counts(self, ("seed",), 0)
         check_reals(self, ("learning_rate", "clip", "max_grad_norm"), strict=True)
-        check_reals(self, ("entropy_coef",), strict=False)
+        check_reals(self, ("entropy_coef", "tail_weight"), strict=False)
+        for name in ("te_tail", "be_tail"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and 1 <= value < float("inf")):
+                raise ConfigError(f"Expected {name} >= 1 (a slowdown), got {value!r}")
         self.env_config()  # the environment's own rules for the fields it takes (workload, noise, weight)
         for name in ("gamma", "gae_lambda"):
             value = getattr(self, name)
@@ -150,6 +162,10 @@ class LeanPPOConfig:
 
         return EnvConfig(**{**base, "workload": self.workload, "n_jobs": self.n_jobs,
                             "estimate_noise": self.estimate_noise, "te_weight": self.te_weight})  # fmt: skip
+
+    def tail(self) -> tuple[float, float, float] | None:
+        """``(tail_weight, te_tail, be_tail)`` for :func:`play_episodes`, or None without a tail term."""
+        return (self.tail_weight, self.te_tail, self.be_tail) if self.tail_weight > 0 else None
 
     def training(self, update: int) -> list[int]:
         at = TRAIN_SEED0 + update * self.seeds_per_update
@@ -326,17 +342,44 @@ class Episode:
     end: float
 
 
-def play_episodes(venv: Any, network: PlanScoreNetwork, seeds: Sequence[int], rngs: Sequence[np.random.Generator]
-                  ) -> tuple[list[Episode], int]:  # fmt: skip
+def tail_rewards(bounds: np.ndarray, submit: np.ndarray, duration: np.ndarray, completion: np.ndarray,
+                 threshold: np.ndarray) -> np.ndarray:  # fmt: skip
+    """Minus the tail slowdown the jobs accrue in each interval ``[bounds[k], bounds[k + 1])``.
+
+    A job's slowdown at time ``t`` in the system is ``(t - submit) / duration``; the part above its
+    ``threshold`` accrues at ``1 / duration`` per second from ``submit + threshold * duration`` until it
+    completes, so a job's total is ``max(0, slowdown - threshold)``, as the reward accrues the slowdown itself.
+    Computed as a piecewise linear function of time (its slope changes at each job's start and end of
+    accrual), evaluated at ``bounds``: ``O((jobs + intervals) log)``."""
+    start = submit + threshold * duration
+    charged = completion > start
+    inv = 1.0 / duration[charged]
+    t = np.concatenate([start[charged], completion[charged]])
+    if len(t) == 0:
+        return np.zeros(len(bounds) - 1)
+    order = np.argsort(t, kind="stable")
+    t, change = t[order], np.concatenate([inv, -inv])[order]
+    slope = np.cumsum(change)  # the accrual rate after each event
+    accrued = np.concatenate([[0.0], np.cumsum(slope[:-1] * np.diff(t))])  # the total at each event
+    at = np.maximum(np.searchsorted(t, bounds, side="right") - 1, 0)  # the last event at or before each bound
+    total = np.where(bounds >= t[0], accrued[at] + slope[at] * (bounds - t[at]), 0.0)
+    return -np.diff(total)
+
+
+def play_episodes(venv: Any, network: PlanScoreNetwork, seeds: Sequence[int], rngs: Sequence[np.random.Generator],
+                  tail: tuple[float, float, float] | None = None) -> tuple[list[Episode], int]:  # fmt: skip
     """Play every workload of ``seeds`` (``reset(seed=s, options={"workload_seed": s})``) to its end on
     ``venv``, episode ``j`` sampling each action from the softmax of ``network``'s scores over the legal rows
     with the generator ``rngs[j]`` (Gumbel-max), so an episode is a function of (weights, seed, generator),
-    whichever sub-environment plays it. Returns the episodes in the order of ``seeds`` and the number of steps
-    taken by sub-environments with nothing left to play (not training steps)."""
+    whichever sub-environment plays it. ``tail``: ``(weight, te_tail, be_tail)`` adds the tail term
+    (:func:`tail_rewards`) to the rewards, from the finished episode's jobs. Returns the episodes in the order
+    of ``seeds`` and the number of steps taken by sub-environments with nothing left to play (not training
+    steps)."""
     n = venv.num_envs
     queue = list(enumerate(seeds))[::-1]
     logs: list[dict[str, list[Any]]] = [{"obs": [], "mask": [], "action": [], "time": [], "reward": []} for _ in seeds]
     ends = [0.0] * len(seeds)
+    extra = [np.zeros(0)] * len(seeds)  # each episode's tail term per step
     current: list[int | None] = [None] * n
     obs = np.zeros((n, *venv.single_observation_space.shape), dtype=np.float32)
     mask = np.zeros((n, network.max_plans), dtype=bool)
@@ -380,15 +423,31 @@ def play_episodes(venv: Any, network: PlanScoreNetwork, seeds: Sequence[int], rn
             logs[index]["reward"].append(float(r[i]))
             if term[i] or trunc[i]:
                 ends[index] = float(now[i])  # next-step autoreset: the ended episode's last info
+                if tail is not None:  # before the sub-environment is given its next workload
+                    extra[index] = tail[0] * _tail_of(venv.envs[i].sim.result(), logs[index]["time"], ends[index],
+                                                      tail[1:])  # fmt: skip
                 current[i] = None
                 if queue:
                     start(i)
     episodes = [
         Episode(seed, np.array(log["obs"]), np.array(log["mask"]), np.array(log["action"], dtype=np.int64),
-                np.array(log["time"], dtype=np.float64), np.array(log["reward"], dtype=np.float64), end)
-        for seed, log, end in zip(seeds, logs, ends, strict=True)
+                np.array(log["time"], dtype=np.float64),
+                np.array(log["reward"], dtype=np.float64) + (tail_part if len(tail_part) else 0.0), end)
+        for seed, log, end, tail_part in zip(seeds, logs, ends, extra, strict=True)
     ]  # fmt: skip
     return episodes, idle_steps
+
+
+def _tail_of(result: Any, times: list[float], end: float, thresholds: tuple[float, float]) -> np.ndarray:
+    """The tail term (unweighted) of each step of a finished episode: its decisions at ``times``, its end. As the
+    environment's reward does, the first step takes what accrued since the episode began and the last what
+    accrued until the workload drained, so the episode's sum is minus every job's excess."""
+    from schedgym.sim.job import JobClass
+
+    threshold = np.where(result.job_class == JobClass.TE, *thresholds)
+    bounds = np.append(np.asarray(times, dtype=np.float64), end)
+    bounds[0] = min(bounds[0], 0.0)
+    return tail_rewards(bounds, result.submit, result.duration, result.completion, threshold)
 
 
 _WORKER: dict[str, Any] = {}
@@ -399,7 +458,8 @@ def _worker_play(job: tuple[LeanPPOConfig, PlanScoreNetwork, list[int], list[Any
     config, network, seeds, rng_seeds = job
     if _WORKER.get("config") != config:
         _WORKER.update(config=config, venv=make_vec_env(config))
-    return play_episodes(_WORKER["venv"], network, seeds, [np.random.default_rng(s) for s in rng_seeds])
+    rngs = [np.random.default_rng(s) for s in rng_seeds]
+    return play_episodes(_WORKER["venv"], network, seeds, rngs, config.tail())
 
 
 def play_update(config: LeanPPOConfig, venv: Any, pool: Any, network: PlanScoreNetwork, update: int
@@ -410,7 +470,7 @@ def play_update(config: LeanPPOConfig, venv: Any, pool: Any, network: PlanScoreN
     seeds = [s for s in config.training(update - 1) for _ in range(config.rollouts_per_seed)]
     rng_seeds = [[config.seed, update, j] for j in range(len(seeds))]
     if pool is None:
-        return play_episodes(venv, network, seeds, [np.random.default_rng(s) for s in rng_seeds])
+        return play_episodes(venv, network, seeds, [np.random.default_rng(s) for s in rng_seeds], config.tail())
     k, w = config.rollouts_per_seed, config.workers
     groups = len(seeds) // k
     cuts = [k * (groups * i // w) for i in range(w + 1)]

@@ -95,6 +95,8 @@ def test_the_torch_network_is_the_numpy_scorer_it_exports():
         ({"num_envs": 0}, "num_envs >= 1"),
         ({"entropy_coef": float("nan")}, "entropy_coef >= 0"),
         ({"te_weight": -1.0}, "te_weight >= 0"),
+        ({"tail_weight": -1.0}, "tail_weight >= 0"),
+        ({"be_tail": 0.5}, "be_tail >= 1"),
     ],
 )
 def test_config_is_validated(overrides, message):
@@ -223,3 +225,61 @@ def test_the_bundled_lean_ppo_agent_is_its_manifests_command_and_acts():
     assert "lean-ppo" in CompareConfig().policies  # compared by default
     result = run_comparison(CompareConfig(policies=("fitgpp", "lean-ppo"), seeds=1, n_jobs=500))
     assert result.runs["lean-ppo"][0].n_preemptions > 0
+
+
+def test_tail_rewards_hand_computed():
+    # A: slowdown 4, threshold 2 -> charged 0.1/s from t=20 to 40; B: slowdown 1 < 1.5, never charged;
+    # C: slowdown 2.5, threshold 1 -> charged 0.05/s from t=30 to 60
+    submit, duration = np.array([0.0, 5.0, 10.0]), np.array([10.0, 5.0, 20.0])
+    completion, threshold = np.array([40.0, 10.0, 60.0]), np.array([2.0, 1.5, 1.0])
+    out = lean_ppo.tail_rewards(np.array([0.0, 25.0, 35.0, 50.0, 70.0]), submit, duration, completion, threshold)
+    np.testing.assert_allclose(out, [-0.5, -1.25, -1.25, -0.5])
+    assert out.sum() == pytest.approx(-(2.0 + 1.5))  # max(0, slowdown - threshold), summed
+    nothing = lean_ppo.tail_rewards(np.array([0.0, 100.0]), submit, duration, completion, np.full(3, 10.0))
+    np.testing.assert_array_equal(nothing, [0.0])
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_tail_rewards_sum_to_each_jobs_excess_within_the_bounds(seed):
+    rng = np.random.default_rng(seed)
+    n = 50
+    submit = rng.uniform(0, 100, n)
+    duration = rng.uniform(1, 20, n)
+    completion = submit + duration * rng.uniform(1, 6, n)
+    threshold = rng.uniform(1, 4, n)
+    bounds = np.sort(np.concatenate([[10.0, 400.0], rng.uniform(10, 400, 30)]))
+    out = lean_ppo.tail_rewards(bounds, submit, duration, completion, threshold)
+    start = submit + threshold * duration  # each job's charged span, clipped to the bounds, job by job
+    span = np.clip(np.minimum(completion, bounds[-1]) - np.maximum(start, bounds[0]), 0, None)
+    assert len(out) == len(bounds) - 1 and np.all(out <= 1e-12)
+    assert out.sum() == pytest.approx(-(span / duration).sum())
+
+
+def test_the_tail_term_is_added_to_the_rewards_of_the_same_episode():
+    import gymnasium as gym
+
+    from schedgym.sim.job import JobClass
+
+    config = LeanPPOConfig(n_jobs=1000, num_envs=2, tail_weight=2.0, te_tail=1.01, be_tail=2.0)
+    assert "--tail-weight 2.0" in config.command() and LeanPPOConfig().tail() is None
+    venv = lean_ppo.make_vec_env(config)
+    net = PlanScoreNetwork(24, 4, config.hidden, np.zeros(0), *lean_ppo.row_statistics(config, venv))
+    net = net.with_params(np.random.default_rng(0).normal(0, 0.1, PlanScoreNetwork.n_params(config.hidden)))
+    plain, _ = lean_ppo.play_episodes(venv, net, [5, 6], [np.random.default_rng(j) for j in range(2)])
+    tailed, _ = lean_ppo.play_episodes(venv, net, [5, 6], [np.random.default_rng(j) for j in range(2)], config.tail())
+    venv.close()
+    for a, b in zip(plain, tailed, strict=True):
+        np.testing.assert_array_equal(a.action, b.action)  # the reward does not steer the sampling
+        assert np.all(b.reward - a.reward <= 1e-9) and len(a.action) > 10
+    # the whole charge, job by job, from a replay of the first episode's decisions in a single environment:
+    # every job's excess over its class's threshold, as the plain rewards sum to every job's slowdown
+    env = gym.make(lean_ppo.ENV_ID, workload="paper", n_jobs=1000, estimate_noise=config.estimate_noise).unwrapped
+    env.reset(seed=5, options={"workload_seed": 5})
+    for action in tailed[0].action:
+        env.step(int(action))
+    result = env.sim.result()
+    threshold = np.where(result.job_class == JobClass.TE, config.te_tail, config.be_tail)
+    excess = np.maximum(result.slowdown - threshold, 0.0)
+    assert plain[0].reward.sum() == pytest.approx(-result.slowdown.sum())
+    charged = (tailed[0].reward - plain[0].reward).sum()
+    assert charged < 0 and charged == pytest.approx(-config.tail_weight * excess.sum())
