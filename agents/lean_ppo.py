@@ -379,7 +379,7 @@ def play_episodes(venv: Any, network: PlanScoreNetwork, seeds: Sequence[int], rn
     queue = list(enumerate(seeds))[::-1]
     logs: list[dict[str, list[Any]]] = [{"obs": [], "mask": [], "action": [], "time": [], "reward": []} for _ in seeds]
     ends = [0.0] * len(seeds)
-    extra = [np.zeros(0)] * len(seeds)  # each episode's tail term per step
+    extra: list[Any] = [0.0] * len(seeds)  # each episode's tail term per step (none: 0)
     current: list[int | None] = [None] * n
     obs = np.zeros((n, *venv.single_observation_space.shape), dtype=np.float32)
     mask = np.zeros((n, network.max_plans), dtype=bool)
@@ -432,7 +432,7 @@ def play_episodes(venv: Any, network: PlanScoreNetwork, seeds: Sequence[int], rn
     episodes = [
         Episode(seed, np.array(log["obs"]), np.array(log["mask"]), np.array(log["action"], dtype=np.int64),
                 np.array(log["time"], dtype=np.float64),
-                np.array(log["reward"], dtype=np.float64) + (tail_part if len(tail_part) else 0.0), end)
+                np.array(log["reward"], dtype=np.float64) + tail_part, end)
         for seed, log, end, tail_part in zip(seeds, logs, ends, extra, strict=True)
     ]  # fmt: skip
     return episodes, idle_steps

@@ -116,4 +116,4 @@ def _shift_targets():
 )
 def test_shift_targets_judges_each_workload_by_the_three_criteria(verdict, te_p95, diff, failed):
     # the rules' TE p95 are 1.0 (fitgpp) and 1.2 (k8s): the lower one is the reference
-    assert _shift_targets().failures(verdict, {"fitgpp": 1.0, "k8s": 1.2, "policy": te_p95}, diff) == failed
+    assert _shift_targets().failures(verdict, {"fitgpp": 1.0, "k8s": 1.2}, te_p95, diff) == failed
