@@ -49,6 +49,7 @@ from agents.evolve import (
     FIGURES,
     PLAN_WIDTH,
     QUEUE_WIDTH,
+    ROW_NAMES,
     TRAIN_SEED0,
     VALIDATION_SEED0,
     EvolveConfig,
@@ -69,6 +70,10 @@ from schedgym.errors import ConfigError, SchedGymError
 
 ALGO = "lean_ppo"
 """the algorithm name in ``agent.json`` (:data:`agents.learned.LEAN_PPO`)"""
+INITS = ("random", "fitgpp")
+"""the starting weights :class:`LeanPPOConfig` offers"""
+SELECTIONS = ("objective", "dominance")
+"""the checkpoint selections :class:`LeanPPOConfig` offers"""
 STATS_SEED0 = 2_000_000
 """workloads whose rows a random policy meets give the row statistics: seeds 2,000,000, ... (neither the
 training, the validation nor the test range)"""
@@ -88,6 +93,9 @@ class LeanPPOConfig:
     te_weight: float = 1.0
     """weight of TE jobs' accrued slowdown in the training reward (the environment's ``te_weight``); validation
     and the written agent's objective weigh every job 1"""
+    preemption_cost: float = 0.0
+    """slowdown charged per preemption in the training reward (the environment's ``preemption_cost``; as
+    ``lookahead-nowait-pc10`` charges 10 in its score); validation and the written agent's objective do not"""
     tail_weight: float = 0.0
     """weight of the tail term in the training reward (0: none): each job is charged the part of its slowdown
     above its class's threshold (``te_tail``, ``be_tail``), accrued in time as the slowdown is
@@ -135,6 +143,16 @@ class LeanPPOConfig:
     """updates between validations (and after the last); the written weights are the validated best"""
     seed: int = 0
     """seeds torch's initial weights and the action-sampling generator"""
+    init: str = "random"
+    """the starting weights: ``random`` (torch's, seeded by ``seed``) or ``fitgpp``: the row of fitgpp's plan
+    scores ``init_margin`` above every other and the tanh units' output weights are 0, so the greedy policy at
+    update 0 is fitgpp (wait where fitgpp proposes nothing) and the sampled one explores around it (a warm
+    start from the rule imitation converges to: docs/log.md; no teacher is consulted during training)"""
+    init_margin: float = 4.0
+    """``init="fitgpp"``: the score margin of fitgpp's row (with 17 legal rows, 4 gives it probability 0.77)"""
+    select: str = "objective"
+    """which validated weights are written: ``objective`` (the lowest mean objective) or ``dominance`` (the most
+    of the four figures at or below both rules' validation means, ties to the lower objective)"""
 
     def __post_init__(self) -> None:
         counts = ("n_jobs", "hidden", "updates", "seeds_per_update", "num_envs", "n_threads", "workers", "epochs",
@@ -144,7 +162,10 @@ class LeanPPOConfig:
             raise ConfigError(f"Expected rollouts_per_seed >= 2 (the baseline is the others'), got "
                               f"{self.rollouts_per_seed!r}")  # fmt: skip
         check_counts(self, ("seed",), 0)
-        check_reals(self, ("learning_rate", "clip", "max_grad_norm"), strict=True)
+        check_reals(self, ("learning_rate", "clip", "max_grad_norm", "init_margin"), strict=True)
+        for name, allowed in (("init", INITS), ("select", SELECTIONS)):
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"Expected {name} one of {', '.join(allowed)}, got {getattr(self, name)!r}")
         check_reals(self, ("entropy_coef", "tail_weight"), strict=False)
         for name in ("te_tail", "be_tail"):
             value = getattr(self, name)
@@ -161,7 +182,8 @@ class LeanPPOConfig:
         from schedgym.envs.config import EnvConfig
 
         return EnvConfig(**{**base, "workload": self.workload, "n_jobs": self.n_jobs,
-                            "estimate_noise": self.estimate_noise, "te_weight": self.te_weight})  # fmt: skip
+                            "estimate_noise": self.estimate_noise, "te_weight": self.te_weight,
+                            "preemption_cost": self.preemption_cost})  # fmt: skip
 
     def tail(self) -> tuple[float, float, float] | None:
         """``(tail_weight, te_tail, be_tail)`` for :func:`play_episodes`, or None without a tail term."""
@@ -582,13 +604,15 @@ def train(config: LeanPPOConfig, out: Path | None = None, log: Any = print, plot
     shown = venv.envs[0].config
     row_mean, row_scale = row_statistics(config, venv)
     module = make_module(config.hidden)
+    if config.init == "fitgpp":
+        warm_start(module, row_scale, config.init_margin)
     optimizer = torch.optim.Adam(module.parameters(), lr=config.learning_rate, eps=1e-5)
     base = PlanScoreNetwork(shown.max_plans, shown.queue_rows, config.hidden, np.zeros(0), row_mean, row_scale)
     rng = np.random.default_rng([config.seed, 0])
 
     rules = validation_rules(config)
     curve: list[dict[str, Any]] = []
-    best: tuple[float, np.ndarray, int] | None = None
+    best: tuple[tuple[float, ...], np.ndarray, int] | None = None
     steps = idle = 0
     seconds = {"rollout": 0.0, "update": 0.0, "validation": 0.0}
 
@@ -600,8 +624,9 @@ def train(config: LeanPPOConfig, out: Path | None = None, log: Any = print, plot
         point["objective_minus_fitgpp"] = point["objective"] - rules["fitgpp"]["objective"]
         point["objective_minus_k8s"] = point["objective"] - rules["k8s"]["objective"]
         curve.append(point)
-        if best is None or point["objective"] < best[0]:
-            best = (point["objective"], params.copy(), update)
+        key = selection_key(point, rules, config.select)
+        if best is None or key < best[0]:
+            best = (key, params.copy(), update)
         log(f"update {update:4d}  steps {steps:9,d}  validation objective {point['objective']:.4f} "
             f"({point['objective_minus_fitgpp']:+.4f} vs fitgpp, {point['objective_minus_k8s']:+.4f} vs k8s)  "
             f"preemptions {point['preemptions']:.0f}  {time.perf_counter() - t_start:.0f} s")  # fmt: skip
@@ -629,14 +654,14 @@ def train(config: LeanPPOConfig, out: Path | None = None, log: Any = print, plot
                 checkpoint(update, module.flat_params())
     venv.close()
     assert best is not None
-    objective, params, chosen = best
+    _, params, chosen = best
     train_seconds = seconds["rollout"] + seconds["update"]
     report = {
         "config": dataclasses.asdict(config),
         "command": config.command(),
         "network": base.spec(),
         "chosen_update": chosen,
-        "validation_objective": objective,
+        "validation_objective": next(p["objective"] for p in curve if p["update"] == chosen),
         "steps": steps,
         "idle_steps": idle,
         "seconds": {k: round(v, 1) for k, v in seconds.items()} | {"total": round(time.perf_counter() - t_start, 1)},
@@ -649,6 +674,30 @@ def train(config: LeanPPOConfig, out: Path | None = None, log: Any = print, plot
         also = None if plot is None else lambda: plot_training(report, plot)
         write_agent(out, chosen_network, agent_meta(chosen_network, report), report, also)
     return report
+
+
+def warm_start(module: Any, row_scale: np.ndarray, margin: float) -> None:
+    """Set ``module`` (:func:`make_module`) to fitgpp's choice: the linear score reads only the row's
+    ``by_fitgpp`` flag (standardised, so its weight is ``margin`` times the flag's scale) and the tanh units'
+    output weights are 0; their input weights keep torch's random values, so they are not stuck at a saddle."""
+    torch = _torch()
+    at = ROW_NAMES.index("by_fitgpp")
+    with torch.no_grad():
+        module.linear.weight.zero_()
+        module.linear.weight[0, at] = margin * float(row_scale[at])
+        module.out.weight.zero_()
+
+
+def dominated_figures(point: dict[str, Any], rules: dict[str, dict[str, float]]) -> int:
+    """How many of the four figures of a validation ``point`` are above either rule's validation mean."""
+    return sum(point[k] > min(r[k] for r in rules.values()) for k in FIGURES)
+
+
+def selection_key(point: dict[str, Any], rules: dict[str, dict[str, float]], select: str) -> tuple[float, ...]:
+    """The order of validated checkpoints (lowest first) for ``select`` (:data:`SELECTIONS`)."""
+    if select == "dominance":
+        return (float(dominated_figures(point, rules)), point["objective"])
+    return (point["objective"],)
 
 
 def validation_rules(config: LeanPPOConfig) -> dict[str, dict[str, float]]:

@@ -97,6 +97,9 @@ def test_the_torch_network_is_the_numpy_scorer_it_exports():
         ({"te_weight": -1.0}, "te_weight >= 0"),
         ({"tail_weight": -1.0}, "tail_weight >= 0"),
         ({"be_tail": 0.5}, "be_tail >= 1"),
+        ({"init": "teacher"}, "init one of random, fitgpp"),
+        ({"init_margin": 0.0}, "init_margin > 0"),
+        ({"select": "best"}, "select one of objective, dominance"),
     ],
 )
 def test_config_is_validated(overrides, message):
@@ -283,3 +286,67 @@ def test_the_tail_term_is_added_to_the_rewards_of_the_same_episode():
     assert plain[0].reward.sum() == pytest.approx(-result.slowdown.sum())
     charged = (tailed[0].reward - plain[0].reward).sum()
     assert charged < 0 and charged == pytest.approx(-config.tail_weight * excess.sum())
+
+
+def test_the_fitgpp_warm_start_is_fitgpp_at_update_0_and_explores_around_it(tmp_path):
+    pytest.importorskip("torch")
+    config = LeanPPOConfig(**{**TINY, "updates": 1}, init="fitgpp")
+    report = lean_ppo.train(config, None, log=lambda line: None)
+    # greedy, the starting weights take fitgpp's plan (else wait): fitgpp's validation figures to the last digit
+    start = report["curve"][0]
+    fitgpp = report["validation_rules"]["fitgpp"]
+    assert all(start[k] == fitgpp[k] for k in fitgpp)
+    # sampled, fitgpp's row scores the margin above every other legal row, which all score the same
+    venv = lean_ppo.make_vec_env(config)
+    shown = venv.envs[0].config
+    mean, scale = lean_ppo.row_statistics(config, venv)
+    module = lean_ppo.make_module(config.hidden)
+    lean_ppo.warm_start(module, scale, 4.0)
+    net = PlanScoreNetwork(shown.max_plans, shown.queue_rows, config.hidden, module.flat_params(), mean, scale)
+    at = N_HEAD_V2 + 2 * shown.queue_rows * len(QUEUE_FEATURES)
+    obs, info = venv.reset(seed=3)
+    seen = 0
+    for _ in range(200):
+        mask = info["action_mask"]
+        scores = batch_scores(net, obs, mask)
+        flag = obs[:, at:].reshape(len(obs), -1, PLAN_WIDTH)[:, :, lean_ppo.ROW_NAMES.index("by_fitgpp")] > 0.5
+        for i in range(len(obs)):
+            legal = np.flatnonzero(mask[i])
+            gaps = scores[i, legal] - scores[i, legal].min()
+            assert gaps == pytest.approx(np.where(flag[i, legal], 4.0, 0.0) if flag[i, legal].any() else 0 * gaps,
+                                         abs=1e-6)  # fmt: skip
+            seen += int(flag[i, legal].any() and len(legal) > 2)
+        obs, _, _, _, info = venv.step(np.argmax(mask, axis=1))
+    venv.close()
+    assert seen > 10
+
+
+def test_dominance_selection_counts_the_figures_above_either_rule():
+    rules = {"fitgpp": {"te_p95": 1.04, "be_p50": 1.05, "be_p95": 13.0, "be_p99": 50.0},
+             "k8s": {"te_p95": 1.05, "be_p50": 1.00, "be_p95": 14.0, "be_p99": 70.0}}  # fmt: skip
+    near = {"objective": 2.0, "te_p95": 1.04, "be_p50": 1.00, "be_p95": 13.5, "be_p99": 49.0}  # be_p95 above
+    worse = {"objective": 1.5, "te_p95": 1.06, "be_p50": 1.01, "be_p95": 12.0, "be_p99": 49.0}  # two above
+    assert lean_ppo.dominated_figures(near, rules) == 1 and lean_ppo.dominated_figures(worse, rules) == 2
+    assert lean_ppo.selection_key(near, rules, "dominance") < lean_ppo.selection_key(worse, rules, "dominance")
+    assert lean_ppo.selection_key(worse, rules, "objective") < lean_ppo.selection_key(near, rules, "objective")
+    tie = {**near, "objective": 1.9}
+    assert lean_ppo.selection_key(tie, rules, "dominance") < lean_ppo.selection_key(near, rules, "dominance")
+
+
+def test_preemption_cost_charges_each_preemption_in_the_training_reward_only():
+    config = LeanPPOConfig(n_jobs=300, num_envs=1, preemption_cost=10.0)
+    assert "--preemption-cost 10.0" in config.command()
+    venv = lean_ppo.make_vec_env(config)
+    assert venv.envs[0].config.preemption_cost == 10.0
+    _, info = venv.reset(seed=7)
+    charged = 0.0
+    for _ in range(60):
+        last_legal = info["action_mask"].shape[1] - 1 - np.argmax(info["action_mask"][:, ::-1], axis=1)
+        _, _, terminated, _, info = venv.step(last_legal)  # a plan that preempts wherever there is one
+        charged += float(info["reward_preemption"][0])
+        if terminated[0]:
+            break
+    preemptions = int(info["preemptions"][0])
+    venv.close()
+    assert preemptions > 0 and charged == pytest.approx(-10.0 * preemptions)
+    assert LeanPPOConfig(preemption_cost=10.0).evolve_config() == LeanPPOConfig().evolve_config()  # not validation
