@@ -74,6 +74,9 @@ class PlanScoreNetwork:
     row_scale: np.ndarray
     """per row feature: the standard deviation there (1 where it is 0): scores read standardised rows, so that
     one step of the search means as much for every feature"""
+    wait: bool = True
+    """False: row 0 (wait) is never taken while another row is legal (as ``lookahead``'s ``wait=False``); the
+    network then scores and normalises over the other legal rows only (:func:`legal_rows`)"""
 
     @staticmethod
     def n_params(hidden: int) -> int:
@@ -95,6 +98,7 @@ class PlanScoreNetwork:
 
     def scores(self, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """Scores (max_plans,) of one observation; illegal rows -inf."""
+        mask = legal_rows(mask, self.wait)
         n_queue = 2 * self.queue_rows * QUEUE_WIDTH
         head = obs[:N_HEAD_V2].astype(np.float64)
         rows = obs[N_HEAD_V2 + n_queue :].reshape(self.max_plans, PLAN_WIDTH).astype(np.float64)
@@ -123,7 +127,10 @@ class PlanScoreNetwork:
 
     def spec(self) -> dict[str, Any]:
         """What ``agent.json`` holds of the network besides the arrays."""
-        return {"max_plans": self.max_plans, "queue_rows": self.queue_rows, "hidden": self.hidden}
+        spec: dict[str, Any] = {"max_plans": self.max_plans, "queue_rows": self.queue_rows, "hidden": self.hidden}
+        if not self.wait:  # only then: the description of every network that may wait is what it was
+            spec["wait"] = False
+        return spec
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray], spec: dict[str, Any]) -> PlanScoreNetwork:
@@ -139,7 +146,22 @@ class PlanScoreNetwork:
             raise ValueError(f"expected {cls.n_params(hidden)} parameters and {PLAN_WIDTH} row statistics")
         if not (np.isfinite(params).all() and np.isfinite(row_mean).all() and (row_scale > 0).all()):
             raise ValueError("parameters must be finite and row scales positive")
-        return cls(max_plans, queue_rows, hidden, params, row_mean, row_scale)
+        wait = spec.get("wait", True)
+        if not isinstance(wait, bool):
+            raise ValueError(f"expected wait true or false, got {wait!r}")
+        return cls(max_plans, queue_rows, hidden, params, row_mean, row_scale, wait)
+
+
+def legal_rows(mask: np.ndarray, wait: bool = True) -> np.ndarray:
+    """The rows a network may take of the environment's ``mask`` (one request (P,) or a batch (N, P)): all of
+    them, or without ``wait`` row 0 dropped wherever another row is legal (a request that offers only wait
+    keeps it)."""
+    mask = np.asarray(mask, dtype=bool)
+    if wait:
+        return mask
+    out = mask.copy()
+    out[..., 0] &= ~mask[..., 1:].any(axis=-1)
+    return out
 
 
 class EvolvedPolicy(PlanPolicy):
@@ -271,7 +293,10 @@ def config_command(config: Any, module: str) -> str:
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
         if value != getattr(defaults, f.name):
-            parts.append(f"--{f.name.replace('_', '-')} {value}")
+            option = f.name.replace("_", "-")
+            parts.append(
+                (f"--{option}" if value else f"--no-{option}") if isinstance(value, bool) else f"--{option} {value}"
+            )
     return " ".join(parts)
 
 
@@ -281,6 +306,10 @@ def add_config_options(parser: argparse.ArgumentParser, cls: type) -> None:
 
     docs = field_docs(cls)
     for f in dataclasses.fields(cls):
+        if str(f.type) == "bool":  # --name / --no-name
+            parser.add_argument("--" + f.name.replace("_", "-"), action=argparse.BooleanOptionalAction,
+                                default=f.default, help=docs.get(f.name, ""))  # fmt: skip
+            continue
         kind = {"int": int, "float": float}.get(str(f.type), str)
         parser.add_argument("--" + f.name.replace("_", "-"), type=kind, default=f.default, help=docs.get(f.name, ""))
 
@@ -692,6 +721,7 @@ __all__ = [
     "coordinate_steps",
     "es_steps",
     "fitness",
+    "legal_rows",
     "load_evolved",
     "main",
     "play",

@@ -59,6 +59,7 @@ from agents.evolve import (
     check_plot,
     check_reals,
     config_command,
+    legal_rows,
     play,
     pool_context,
     rule_figures,
@@ -143,6 +144,9 @@ class LeanPPOConfig:
     """updates between validations (and after the last); the written weights are the validated best"""
     seed: int = 0
     """seeds torch's initial weights and the action-sampling generator"""
+    wait: bool = True
+    """``--no-wait``: the policy never waits while a plan is offered (row 0 is legal only when it is the only
+    legal row), in training and in the written agent, as ``lookahead-nowait-pc10`` and ``dagger-nowait`` do"""
     init: str = "random"
     """the starting weights: ``random`` (torch's, seeded by ``seed``) or ``fitgpp``: the row of fitgpp's plan
     scores ``init_margin`` above every other and the tanh units' output weights are 0, so the greedy policy at
@@ -163,6 +167,8 @@ class LeanPPOConfig:
                               f"{self.rollouts_per_seed!r}")  # fmt: skip
         check_counts(self, ("seed",), 0)
         check_reals(self, ("learning_rate", "clip", "max_grad_norm", "init_margin"), strict=True)
+        if not isinstance(self.wait, bool):
+            raise ConfigError(f"Expected wait True or False, got {self.wait!r}")
         for name, allowed in (("init", INITS), ("select", SELECTIONS)):
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"Expected {name} one of {', '.join(allowed)}, got {getattr(self, name)!r}")
@@ -309,6 +315,7 @@ def masked_log_probs(scores: Any, actions: Any) -> tuple[Any, Any]:
 
 def batch_scores(network: PlanScoreNetwork, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """:meth:`PlanScoreNetwork.scores` of a batch (N, obs) at once (the same numbers, row by row)."""
+    mask = legal_rows(mask, network.wait)
     head, rows = split(obs, network.max_plans, network.queue_rows)
     rows = (rows - network.row_mean) / network.row_scale
     p, h = network.params, network.hidden
@@ -434,7 +441,7 @@ def play_episodes(venv: Any, network: PlanScoreNetwork, seeds: Sequence[int], rn
             used[index] += 1
             log = logs[index]
             log["obs"].append(obs[i].copy())
-            log["mask"].append(mask[i].copy())
+            log["mask"].append(legal_rows(mask[i], network.wait).copy())  # what the policy chose among
             log["action"].append(actions[i])
             log["time"].append(now[i])
         o, r, term, trunc, info = venv.step(actions)
@@ -607,7 +614,8 @@ def train(config: LeanPPOConfig, out: Path | None = None, log: Any = print, plot
     if config.init == "fitgpp":
         warm_start(module, row_scale, config.init_margin)
     optimizer = torch.optim.Adam(module.parameters(), lr=config.learning_rate, eps=1e-5)
-    base = PlanScoreNetwork(shown.max_plans, shown.queue_rows, config.hidden, np.zeros(0), row_mean, row_scale)
+    base = PlanScoreNetwork(shown.max_plans, shown.queue_rows, config.hidden, np.zeros(0), row_mean, row_scale,
+                            config.wait)  # fmt: skip
     rng = np.random.default_rng([config.seed, 0])
 
     rules = validation_rules(config)

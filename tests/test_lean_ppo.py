@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from agents import lean_ppo
-from agents.evolve import PLAN_WIDTH, PlanScoreNetwork
+from agents.evolve import PLAN_WIDTH, PlanScoreNetwork, legal_rows
 from agents.lean_ppo import LeanPPOConfig, batch_scores, gae, input_driven_baseline, returns_to_go
 from schedgym.decision.features import N_HEAD_V2, QUEUE_FEATURES
 from schedgym.errors import ConfigError
@@ -350,3 +350,39 @@ def test_preemption_cost_charges_each_preemption_in_the_training_reward_only():
     venv.close()
     assert preemptions > 0 and charged == pytest.approx(-10.0 * preemptions)
     assert LeanPPOConfig(preemption_cost=10.0).evolve_config() == LeanPPOConfig().evolve_config()  # not validation
+
+
+def test_legal_rows_drop_wait_only_where_a_plan_is_offered():
+    mask = np.array([[True, True, False], [True, False, False], [True, False, True]])
+    assert np.array_equal(legal_rows(mask, True), mask)
+    assert legal_rows(mask, False).tolist() == [[False, True, False], [True, False, False], [False, False, True]]
+    assert legal_rows(mask[1], False).tolist() == [True, False, False]  # one request: only wait, kept
+
+
+def test_a_no_wait_run_never_waits_while_a_plan_is_offered_and_its_agent_keeps_that(tmp_path):
+    pytest.importorskip("torch")
+    out = tmp_path / "run"
+    assert lean_ppo.main(["--out", str(out), *TINY_ARGS, "--no-wait"]) == 0
+    report = json.loads((out / "training.json").read_text())
+    assert "--no-wait" in report["command"] and report["config"]["wait"] is False
+    again, _, _ = lean_ppo.parse_args(report["command"].split()[3:])
+    assert again == LeanPPOConfig(**TINY, wait=False)
+    meta = json.loads((out / "agent.json").read_text())
+    assert meta["network"]["wait"] is False
+    policy = make_policy(f"mine:{out / 'agent.npz'}")
+    assert policy.network.wait is False
+    # the agent in the environment: wait only where nothing else is legal
+    config = LeanPPOConfig(**TINY)
+    venv = lean_ppo.make_vec_env(config)
+    obs, info = venv.reset(seed=5)
+    offered = 0
+    for _ in range(300):
+        actions = np.array([policy.network.act(o, m) for o, m in zip(obs, info["action_mask"], strict=True)])
+        offered += int(info["action_mask"][:, 1:].any(axis=1).sum())
+        assert all(a != 0 or not m[1:].any() for a, m in zip(actions, info["action_mask"], strict=True))
+        obs, _, _, _, info = venv.step(actions)
+    venv.close()
+    assert offered > 10
+    # a description whose wait is not a boolean is refused
+    with pytest.raises(ValueError, match="wait"):
+        PlanScoreNetwork.from_arrays(dict(np.load(out / "agent.npz")), {**meta["network"], "wait": "no"})
