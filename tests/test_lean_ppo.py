@@ -322,8 +322,8 @@ def test_the_fitgpp_warm_start_is_fitgpp_at_update_0_and_explores_around_it(tmp_
 
 
 def test_dominance_selection_counts_the_figures_above_either_rule():
-    rules = {"fitgpp": {"te_p95": 1.04, "be_p50": 1.05, "be_p95": 13.0, "be_p99": 50.0},
-             "k8s": {"te_p95": 1.05, "be_p50": 1.00, "be_p95": 14.0, "be_p99": 70.0}}  # fmt: skip
+    rules = {"fitgpp": {"objective": 3.0, "te_p95": 1.04, "be_p50": 1.05, "be_p95": 13.0, "be_p99": 50.0},
+             "k8s": {"objective": 3.2, "te_p95": 1.05, "be_p50": 1.00, "be_p95": 14.0, "be_p99": 70.0}}  # fmt: skip
     near = {"objective": 2.0, "te_p95": 1.04, "be_p50": 1.00, "be_p95": 13.5, "be_p99": 49.0}  # be_p95 above
     worse = {"objective": 1.5, "te_p95": 1.06, "be_p50": 1.01, "be_p95": 12.0, "be_p99": 49.0}  # two above
     assert lean_ppo.dominated_figures(near, rules) == 1 and lean_ppo.dominated_figures(worse, rules) == 2
@@ -331,6 +331,10 @@ def test_dominance_selection_counts_the_figures_above_either_rule():
     assert lean_ppo.selection_key(worse, rules, "objective") < lean_ppo.selection_key(near, rules, "objective")
     tie = {**near, "objective": 1.9}
     assert lean_ppo.selection_key(tie, rules, "dominance") < lean_ppo.selection_key(near, rules, "dominance")
+    # a checkpoint whose objective is above a rule's comes after every one that is not, whatever its figures
+    tails = {"objective": 3.1, "te_p95": 1.0, "be_p50": 1.0, "be_p95": 1.0, "be_p99": 1.0}
+    assert lean_ppo.dominated_figures(tails, rules) == 0
+    assert lean_ppo.selection_key(worse, rules, "dominance") < lean_ppo.selection_key(tails, rules, "dominance")
 
 
 def test_preemption_cost_charges_each_preemption_in_the_training_reward_only():
