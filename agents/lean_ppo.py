@@ -156,7 +156,7 @@ class LeanPPOConfig:
     """``init="fitgpp"``: the score margin of fitgpp's row (with 17 legal rows, 4 gives it probability 0.77)"""
     select: str = "objective"
     """which validated weights are written: ``objective`` (the lowest mean objective) or ``dominance`` (among
-    those whose objective is at or below both rules', the fewest of the four figures above either rule's
+    those whose objective is at or below at least one rule's, the fewest of the four figures above either rule's
     validation mean, ties to the lower objective: :func:`selection_key`)"""
 
     def __post_init__(self) -> None:
@@ -704,10 +704,11 @@ def dominated_figures(point: dict[str, Any], rules: dict[str, dict[str, float]])
 
 def selection_key(point: dict[str, Any], rules: dict[str, dict[str, float]], select: str) -> tuple[float, ...]:
     """The order of validated checkpoints (lowest first) for ``select`` (:data:`SELECTIONS`). ``dominance``
-    ranks the checkpoints whose objective is at or below both rules' first (a policy that gives up the mean for
-    the tails is not what it looks for), then by the figures above either rule, then by the objective."""
+    ranks the checkpoints whose objective is at or below at least one rule's first (a policy that gives up the
+    mean for the tails, as random weights that never wait do, is not what it looks for), then by the figures
+    above either rule, then by the objective."""
     if select == "dominance":
-        worse = point["objective"] > min(r["objective"] for r in rules.values())
+        worse = point["objective"] > max(r["objective"] for r in rules.values())
         return (float(worse), float(dominated_figures(point, rules)), point["objective"])
     return (point["objective"],)
 
