@@ -2,9 +2,11 @@
 (docs/lean_ppo.md).
 
 CleanRL-style, one file read top to bottom, its configuration one frozen dataclass (:class:`LeanPPOConfig`).
-No teacher and no imitation: the network starts from random weights and learns from the environment's reward
-only (``schedgym/PreemptionPlan-v1``: minus the slowdown every job accrues, so an episode's return is minus
-the total slowdown).
+No teacher and no imitation: the network starts from random weights (or, with ``init="fitgpp"``, at fitgpp's
+choice) and learns from the environment's reward only (``schedgym/PreemptionPlan-v1``: minus the slowdown
+every job accrues, so an episode's return is minus the total slowdown; the options ``te_weight``,
+``preemption_cost`` and the tail term reshape the training reward, never validation's objective).
+``wait=False`` keeps the policy from waiting while a plan is offered, in training and in the written agent.
 
 - **The policy** scores every option row of a request with one small shared network and takes a softmax over
   the legal rows (``info["action_mask"]``): ``score_i = w . z_i + v . tanh(W [head, context, z_i] + b)``,
@@ -611,9 +613,7 @@ def train(config: LeanPPOConfig, out: Path | None = None, log: Any = print, plot
     venv = make_vec_env(config)
     shown = venv.envs[0].config
     row_mean, row_scale = row_statistics(config, venv)
-    module = make_module(config.hidden)
-    if config.init == "fitgpp":
-        warm_start(module, row_scale, config.init_margin)
+    module = initial_module(config, row_scale)
     optimizer = torch.optim.Adam(module.parameters(), lr=config.learning_rate, eps=1e-5)
     base = PlanScoreNetwork(shown.max_plans, shown.queue_rows, config.hidden, np.zeros(0), row_mean, row_scale,
                             config.wait)  # fmt: skip
@@ -683,6 +683,14 @@ def train(config: LeanPPOConfig, out: Path | None = None, log: Any = print, plot
         also = None if plot is None else lambda: plot_training(report, plot)
         write_agent(out, chosen_network, agent_meta(chosen_network, report), report, also)
     return report
+
+
+def initial_module(config: LeanPPOConfig, row_scale: np.ndarray) -> Any:
+    """The network training starts from (:func:`make_module`, then :func:`warm_start` for ``init="fitgpp"``)."""
+    module = make_module(config.hidden)
+    if config.init == "fitgpp":
+        warm_start(module, row_scale, config.init_margin)
+    return module
 
 
 def warm_start(module: Any, row_scale: np.ndarray, margin: float) -> None:

@@ -62,6 +62,7 @@ POLICIES = (
     "fitgpp-gracefirst",
     "k8s",
     "lean-ppo",
+    "lean-ppo-nowait",
     "lookahead",
     "lookahead-6h",
     "lookahead-nowait-pc10",

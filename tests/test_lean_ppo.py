@@ -230,6 +230,42 @@ def test_the_bundled_lean_ppo_agent_is_its_manifests_command_and_acts():
     assert result.runs["lean-ppo"][0].n_preemptions > 0
 
 
+def test_the_bundled_no_wait_agent_is_its_manifests_command_and_never_waits_while_it_can_serve():
+    from agents.evolve import EvolvedPolicy
+    from agents.learned import BUNDLED
+    from agents.manifest import read_manifest
+    from schedgym.decision.plan_mode import PlanDecision
+    from schedgym.experiments.runner import run_policy
+    from schedgym.sim import cluster_preset
+    from schedgym.workloads import generate, preset
+
+    entry = read_manifest()["lean-ppo-nowait"]
+    meta = json.loads(BUNDLED["lean-ppo-nowait"].with_suffix(".json").read_text())
+    config, _, _ = lean_ppo.parse_args(entry.train_command.split()[3:])
+    assert config == LeanPPOConfig(**meta["train_config"])
+    assert (config.wait, config.preemption_cost, config.select, config.init) == (False, 10.0, "dominance", "random")
+    assert meta["network"]["wait"] is False and meta["chosen_update"] == 300
+    agent = make_policy("lean-ppo-nowait")
+    assert isinstance(agent, EvolvedPolicy) and agent.network.wait is False
+    assert "lean-ppo-nowait" not in CompareConfig().policies  # not in the quickstart's comparison
+    # inside the simulator, every request that offers a plan is served
+    seen = {"offered": 0, "waited": 0}
+    choose = agent.choose
+
+    def counting(decision: PlanDecision) -> int:
+        row = choose(decision)
+        offered = bool(decision.mask()[1:].any())
+        seen["offered"] += offered
+        seen["waited"] += offered and row == 0
+        return row
+
+    agent.choose = counting  # type: ignore[method-assign]
+    cluster = cluster_preset("paper")
+    workload = generate(preset("paper", n_jobs=500), cluster, np.random.default_rng(0))
+    result = run_policy(agent, cluster, workload, rng=np.random.default_rng(1))
+    assert seen["offered"] > 5 and seen["waited"] == 0 and result.n_preemptions > 0
+
+
 def test_tail_rewards_hand_computed():
     # A: slowdown 4, threshold 2 -> charged 0.1/s from t=20 to 40; B: slowdown 1 < 1.5, never charged;
     # C: slowdown 2.5, threshold 1 -> charged 0.05/s from t=30 to 60
