@@ -294,10 +294,16 @@ def config_command(config: Any, module: str) -> str:
         value = getattr(config, f.name)
         if value != getattr(defaults, f.name):
             option = f.name.replace("_", "-")
-            parts.append(
-                (f"--{option}" if value else f"--no-{option}") if isinstance(value, bool) else f"--{option} {value}"
-            )
+            if _is_flag(f):
+                parts.append(f"--{option}" if value else f"--no-{option}")
+            else:
+                parts.append(f"--{option} {value}")
     return " ".join(parts)
+
+
+def _is_flag(f: dataclasses.Field[Any]) -> bool:
+    """A boolean field of a configuration dataclass: an option ``--name`` / ``--no-name``."""
+    return str(f.type) == "bool"
 
 
 def add_config_options(parser: argparse.ArgumentParser, cls: type) -> None:
@@ -306,7 +312,7 @@ def add_config_options(parser: argparse.ArgumentParser, cls: type) -> None:
 
     docs = field_docs(cls)
     for f in dataclasses.fields(cls):
-        if str(f.type) == "bool":  # --name / --no-name
+        if _is_flag(f):  # --name / --no-name
             parser.add_argument("--" + f.name.replace("_", "-"), action=argparse.BooleanOptionalAction,
                                 default=f.default, help=docs.get(f.name, ""))  # fmt: skip
             continue

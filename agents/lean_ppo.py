@@ -27,8 +27,9 @@ every job accrues, so an episode's return is minus the total slowdown; the optio
 
 Model selection: every ``validate_every`` updates the greedy policy is played on validation workloads (seeds
 from 100,000), and the weights of the lowest mean objective (mean slowdown per job, TE and BE weighted 1) are
-written. Training workloads are seeds from 1,000,000; the test seeds 0-99,999 are never played. The output
-folder gets ``agent.npz``, ``agent.json`` and ``training.json`` as one set. Everything is a function of the
+written, or with ``select="dominance"`` those of the fewest figures above the rules' (:func:`selection_key`).
+Training workloads are seeds from 1,000,000; the test seeds 0-99,999 are never played. The output folder gets
+``agent.npz``, ``agent.json`` and ``training.json`` as one set. Everything is a function of the
 configuration (torch's initial weights and the sampling generator are seeded by ``seed``).
 """
 
@@ -180,7 +181,7 @@ class LeanPPOConfig:
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and 1 <= value < float("inf")):
                 raise ConfigError(f"Expected {name} >= 1 (a slowdown), got {value!r}")
-        self.env_config()  # the environment's own rules for the fields it takes (workload, noise, weight)
+        self.env_config()  # the environment's own rules for the fields it takes (workload, noise, weight, cost)
         for name in ("gamma", "gae_lambda"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and 0 < value <= 1):
@@ -444,7 +445,9 @@ def play_episodes(venv: Any, network: PlanScoreNetwork, seeds: Sequence[int], rn
             used[index] += 1
             log = logs[index]
             log["obs"].append(obs[i].copy())
-            log["mask"].append(legal_rows(mask[i], network.wait).copy())  # what the policy chose among
+            # the rows the policy chose among; copied, since mask[i] (returned as is when waiting is allowed)
+            # is overwritten by the next step
+            log["mask"].append(legal_rows(mask[i], network.wait).copy())
             log["action"].append(actions[i])
             log["time"].append(now[i])
         o, r, term, trunc, info = venv.step(actions)
@@ -530,7 +533,9 @@ def advantages(episodes: Sequence[Episode], config: LeanPPOConfig) -> list[np.nd
 
 def row_statistics(config: LeanPPOConfig, venv: Any) -> tuple[np.ndarray, np.ndarray]:
     """Mean and standard deviation (1 where it is 0) of every row feature over the legal rows met by a
-    uniformly random legal policy on ``stats_seeds`` workloads (seeds from 2,000,000): no rule is consulted."""
+    uniformly random legal policy on ``stats_seeds`` workloads (seeds from 2,000,000): no rule is consulted.
+    The random policy may wait whatever ``config.wait`` says: the statistics only scale the inputs, and
+    keeping them independent of the option keeps every earlier run's weights what they were."""
     shown = venv.envs[0].config
     zero = PlanScoreNetwork(shown.max_plans, shown.queue_rows, 0, np.zeros(PLAN_WIDTH), np.zeros(PLAN_WIDTH),
                             np.ones(PLAN_WIDTH))  # fmt: skip
@@ -706,15 +711,17 @@ def warm_start(module: Any, row_scale: np.ndarray, margin: float) -> None:
 
 
 def dominated_figures(point: dict[str, Any], rules: dict[str, dict[str, float]]) -> int:
-    """How many of the four figures of a validation ``point`` are above either rule's validation mean."""
+    """How many of the four figures of a validation ``point`` are above the better rule's validation mean (for
+    each figure the lower of the rules' means)."""
     return sum(point[k] > min(r[k] for r in rules.values()) for k in FIGURES)
 
 
 def selection_key(point: dict[str, Any], rules: dict[str, dict[str, float]], select: str) -> tuple[float, ...]:
     """The order of validated checkpoints (lowest first) for ``select`` (:data:`SELECTIONS`). ``dominance``
-    ranks the checkpoints whose objective is at or below at least one rule's first (a policy that gives up the
-    mean for the tails, as random weights that never wait do, is not what it looks for), then by the figures
-    above either rule, then by the objective."""
+    ranks the checkpoints whose objective is at or below at least one rule's before all others (a policy that
+    gives up the mean for the tails, as random weights that never wait do, is not what it looks for; if no
+    checkpoint qualifies, the others are still ranked), then by :func:`dominated_figures`, then by the
+    objective."""
     if select == "dominance":
         worse = point["objective"] > max(r["objective"] for r in rules.values())
         return (float(worse), float(dominated_figures(point, rules)), point["objective"])
