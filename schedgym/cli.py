@@ -16,6 +16,7 @@ from schedgym import limits
 from schedgym._atomic import atomic_open, check_output_dir, check_output_path, output_set
 from schedgym._atomic import is_stream as _is_stream
 from schedgym._csvio import parse_integer, parse_number
+from schedgym._optional import caused_by_interrupt
 from schedgym.errors import ConfigError, SchedGymError
 
 
@@ -708,22 +709,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Ctrl-C during an import (matplotlib's, by --plot at the end) can reach us as another exception caused
         # by the KeyboardInterrupt: "ImportError: initialization failed" from an extension module, or
         # "RuntimeError: Error calling __set_name__" from a class being built.
-        if not _caused_by_interrupt(exc):
+        if not caused_by_interrupt(exc):
             raise
         return _interrupted()
     return 2
-
-
-def _caused_by_interrupt(exc: BaseException) -> bool:
-    """Whether a KeyboardInterrupt is in the chain of causes and contexts of ``exc``."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, KeyboardInterrupt):
-            return True
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return False
 
 
 def _interrupted() -> int:

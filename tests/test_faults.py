@@ -466,3 +466,31 @@ def test_the_installed_command_runs_the_process_executor():
     )
     assert serial.returncode == 0 and process.returncode == 0, process.stderr
     assert process.stdout == serial.stdout
+
+
+def test_ctrl_c_while_an_extension_initialises_is_not_taken_for_its_absence(monkeypatch):
+    """An extension module interrupted in its initialisation fails with ImportError caused by the
+    KeyboardInterrupt; taken for "not built", the command went on with the Python fallback and ended 0 (seen in
+    CI: test_ctrl_c_during_the_imports_is_one_line, status 0 with nothing on stderr)."""
+    from schedgym import _optional
+    from schedgym.decision import scalefree
+    from schedgym.sim import simulator
+    from schedgym.workloads import synthetic
+
+    def interrupted(name: str) -> None:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise ImportError("initialization failed") from None  # the interrupt stays its context
+
+    def missing(name: str) -> None:
+        raise ImportError(f"No module named {name!r}")
+
+    probes = (simulator.native_available, synthetic._load_native, scalefree._fast_prefix_lower_medians)
+    monkeypatch.setattr(_optional.importlib, "import_module", interrupted)
+    for probe in probes:
+        with pytest.raises(KeyboardInterrupt):
+            probe()
+    monkeypatch.setattr(_optional.importlib, "import_module", missing)
+    assert simulator.native_available() is False and synthetic._load_native() is None
+    assert scalefree._fast_prefix_lower_medians() is scalefree.prefix_lower_medians

@@ -71,9 +71,10 @@ def _fast_prefix_lower_medians() -> Callable[[np.ndarray], np.ndarray]:
     """:func:`prefix_lower_medians`, computed in C++ where the native engine is built (the same values: the same
     two heaps, tests/test_native_plan_core.py), else in Python. An environment's reset computes them for every
     episode's workload."""
-    try:
-        from schedgym.sim import _engine
-    except ImportError:  # pragma: no cover - the native engine is not built
+    from schedgym._optional import import_optional
+
+    _engine = import_optional("schedgym.sim._engine")
+    if _engine is None:  # pragma: no cover - the native engine is not built
         return prefix_lower_medians
     native: Callable[[np.ndarray], np.ndarray] | None = getattr(_engine, "prefix_lower_medians", None)
     return native if native is not None else prefix_lower_medians

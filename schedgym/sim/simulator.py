@@ -126,9 +126,10 @@ class SimConfig:
 
 def native_available() -> bool:
     """True if the compiled engine imports and matches this version of the Python package."""
-    try:
-        from schedgym.sim import _engine
-    except ImportError:
+    from schedgym._optional import import_optional
+
+    _engine = import_optional("schedgym.sim._engine")
+    if _engine is None:
         return False
     from schedgym.sim.native_engine import ENGINE_VERSION
 

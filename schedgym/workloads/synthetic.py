@@ -56,9 +56,10 @@ _SYNTHETIC_VERSION = 2
 
 
 def _load_native() -> Any:
-    try:
-        from schedgym.workloads import _synthetic
-    except ImportError:
+    from schedgym._optional import import_optional
+
+    _synthetic = import_optional("schedgym.workloads._synthetic")
+    if _synthetic is None:
         return None
     # numpy's distributions are linked into the module: another numpy may draw differently, so the module
     # serves only the numpy it was built against.
