@@ -77,10 +77,22 @@ class PlanScoreNetwork:
     wait: bool = True
     """False: row 0 (wait) is never taken while another row is legal (as ``lookahead``'s ``wait=False``); the
     network then scores and normalises over the other legal rows only (:func:`legal_rows`)"""
+    reads_queue: bool = False
+    """True: the tanh units also read the observation's queue rows (the oldest waiting TE and BE jobs, as they
+    stand), between the head and the context; the request alone does not show the jobs a plan's victims
+    would wait behind"""
+
+    @property
+    def head_width(self) -> int:
+        """Observation values the tanh units read before the context: the head, and the queue rows if
+        :attr:`reads_queue`."""
+        return N_HEAD_V2 + (2 * self.queue_rows * QUEUE_WIDTH if self.reads_queue else 0)
 
     @staticmethod
-    def n_params(hidden: int) -> int:
-        n_in = N_HEAD_V2 + 2 * PLAN_WIDTH
+    def n_params(hidden: int, head: int = N_HEAD_V2) -> int:
+        """Parameters of a network with ``hidden`` units reading ``head`` values before the context
+        (:attr:`head_width`)."""
+        n_in = head + 2 * PLAN_WIDTH
         return PLAN_WIDTH + (hidden * n_in + hidden + hidden if hidden else 0)
 
     @classmethod
@@ -100,13 +112,13 @@ class PlanScoreNetwork:
         """Scores (max_plans,) of one observation; illegal rows -inf."""
         mask = legal_rows(mask, self.wait)
         n_queue = 2 * self.queue_rows * QUEUE_WIDTH
-        head = obs[:N_HEAD_V2].astype(np.float64)
+        head = obs[: self.head_width].astype(np.float64)
         rows = obs[N_HEAD_V2 + n_queue :].reshape(self.max_plans, PLAN_WIDTH).astype(np.float64)
         rows = (rows - self.row_mean) / self.row_scale
         p = self.params
         score = rows @ p[:PLAN_WIDTH]
         if self.hidden:
-            h, n_in = self.hidden, N_HEAD_V2 + 2 * PLAN_WIDTH
+            h, n_in = self.hidden, self.head_width + 2 * PLAN_WIDTH
             at = PLAN_WIDTH
             w = p[at : at + h * n_in].reshape(h, n_in)
             at += h * n_in
@@ -114,8 +126,8 @@ class PlanScoreNetwork:
             v = p[at + h : at + 2 * h]
             legal = rows[mask]
             context = legal.mean(axis=0) if len(legal) else np.zeros(PLAN_WIDTH)
-            fixed = w[:, : N_HEAD_V2 + PLAN_WIDTH] @ np.concatenate([head, context]) + b
-            score = score + np.tanh(rows @ w[:, N_HEAD_V2 + PLAN_WIDTH :].T + fixed) @ v
+            fixed = w[:, : self.head_width + PLAN_WIDTH] @ np.concatenate([head, context]) + b
+            score = score + np.tanh(rows @ w[:, self.head_width + PLAN_WIDTH :].T + fixed) @ v
         return np.where(mask, score, -np.inf)
 
     def act(self, obs: np.ndarray, mask: np.ndarray) -> int:
@@ -130,6 +142,8 @@ class PlanScoreNetwork:
         spec: dict[str, Any] = {"max_plans": self.max_plans, "queue_rows": self.queue_rows, "hidden": self.hidden}
         if not self.wait:  # only then: the description of every network that may wait is what it was
             spec["wait"] = False
+        if self.reads_queue:  # the same for the networks that do not read the queue
+            spec["reads_queue"] = True
         return spec
 
     @classmethod
@@ -138,18 +152,19 @@ class PlanScoreNetwork:
         hidden, max_plans, queue_rows = int(spec["hidden"]), int(spec["max_plans"]), int(spec["queue_rows"])
         if hidden < 0 or max_plans < 2 or queue_rows < 0:
             raise ValueError(f"bad network description {spec!r}")
+        wait, reads_queue = spec.get("wait", True), spec.get("reads_queue", False)
+        if not isinstance(wait, bool) or not isinstance(reads_queue, bool):
+            raise ValueError(f"expected wait and reads_queue true or false, got {wait!r} and {reads_queue!r}")
+        head = N_HEAD_V2 + (2 * queue_rows * QUEUE_WIDTH if reads_queue else 0)
         params = np.asarray(arrays["params"], dtype=np.float64)
         row_mean = np.asarray(arrays["row_mean"], dtype=np.float64)
         row_scale = np.asarray(arrays["row_scale"], dtype=np.float64)
         shapes = (params.shape, row_mean.shape, row_scale.shape)
-        if shapes != ((cls.n_params(hidden),), (PLAN_WIDTH,), (PLAN_WIDTH,)):
-            raise ValueError(f"expected {cls.n_params(hidden)} parameters and {PLAN_WIDTH} row statistics")
+        if shapes != ((cls.n_params(hidden, head),), (PLAN_WIDTH,), (PLAN_WIDTH,)):
+            raise ValueError(f"expected {cls.n_params(hidden, head)} parameters and {PLAN_WIDTH} row statistics")
         if not (np.isfinite(params).all() and np.isfinite(row_mean).all() and (row_scale > 0).all()):
             raise ValueError("parameters must be finite and row scales positive")
-        wait = spec.get("wait", True)
-        if not isinstance(wait, bool):
-            raise ValueError(f"expected wait true or false, got {wait!r}")
-        return cls(max_plans, queue_rows, hidden, params, row_mean, row_scale, wait)
+        return cls(max_plans, queue_rows, hidden, params, row_mean, row_scale, wait, reads_queue)
 
 
 def legal_rows(mask: np.ndarray, wait: bool = True) -> np.ndarray:

@@ -69,6 +69,7 @@ from agents.evolve import (
     write_agent,
 )
 from agents.evolve import plot_training as _plot_curve
+from schedgym._optional import caused_by_interrupt
 from schedgym.decision.features import N_HEAD_V2
 from schedgym.errors import ConfigError, SchedGymError
 
@@ -150,6 +151,9 @@ class LeanPPOConfig:
     wait: bool = True
     """``--no-wait``: the policy never waits while a plan is offered (row 0 is legal only when it is the only
     legal row), in training and in the written agent, as ``lookahead-nowait-pc10`` and ``dagger-nowait`` do"""
+    read_queue: bool = False
+    """``--read-queue``: the tanh units also read the observation's queue rows (the oldest waiting TE and BE
+    jobs), not only the request, the cluster and the options (``reads_queue`` in ``agent.json``'s network)"""
     init: str = "random"
     """the starting weights: ``random`` (torch's, seeded by ``seed``) or ``fitgpp``: the row of fitgpp's plan
     scores ``init_margin`` above every other and the tanh units' output weights are 0, so the greedy policy at
@@ -171,8 +175,9 @@ class LeanPPOConfig:
                               f"{self.rollouts_per_seed!r}")  # fmt: skip
         check_counts(self, ("seed",), 0)
         check_reals(self, ("learning_rate", "clip", "max_grad_norm", "init_margin"), strict=True)
-        if not isinstance(self.wait, bool):
-            raise ConfigError(f"Expected wait True or False, got {self.wait!r}")
+        for name in ("wait", "read_queue"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"Expected {name} True or False, got {getattr(self, name)!r}")
         for name, allowed in (("init", INITS), ("select", SELECTIONS)):
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"Expected {name} one of {', '.join(allowed)}, got {getattr(self, name)!r}")
@@ -267,15 +272,17 @@ def gae(rewards: np.ndarray, values: np.ndarray, gamma: float, lam: float) -> np
 def _torch() -> Any:
     try:
         import torch
-    except ImportError:
+    except ImportError as exc:
+        if caused_by_interrupt(exc):  # Ctrl-C while torch's extensions initialised: not a missing extra
+            raise KeyboardInterrupt from exc
         raise SchedGymError("agents.lean_ppo trains with torch: pip install 'schedgym[rl]'") from None
     torch.set_num_threads(1)
     return torch
 
 
-def make_module(hidden: int) -> Any:
-    """The torch twin of :class:`agents.evolve.PlanScoreNetwork` with ``hidden`` units (random weights from
-    torch's generator)."""
+def make_module(hidden: int, head: int = N_HEAD_V2) -> Any:
+    """The torch twin of :class:`agents.evolve.PlanScoreNetwork` with ``hidden`` units reading ``head`` values
+    before the context (its ``head_width``; random weights from torch's generator)."""
     torch = _torch()
     nn = torch.nn
 
@@ -283,7 +290,7 @@ def make_module(hidden: int) -> Any:
         def __init__(self) -> None:
             super().__init__()
             self.linear = nn.Linear(PLAN_WIDTH, 1, bias=False)
-            self.fixed = nn.Linear(N_HEAD_V2 + PLAN_WIDTH, hidden)  # head and context: the same for every row
+            self.fixed = nn.Linear(head + PLAN_WIDTH, hidden)  # head and context: the same for every row
             self.row = nn.Linear(PLAN_WIDTH, hidden, bias=False)
             self.out = nn.Linear(hidden, 1, bias=False)
 
@@ -320,27 +327,29 @@ def masked_log_probs(scores: Any, actions: Any) -> tuple[Any, Any]:
 def batch_scores(network: PlanScoreNetwork, obs: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """:meth:`PlanScoreNetwork.scores` of a batch (N, obs) at once (the same numbers, row by row)."""
     mask = legal_rows(mask, network.wait)
-    head, rows = split(obs, network.max_plans, network.queue_rows)
+    head, rows = split(obs, network.max_plans, network.queue_rows, head=network.head_width)
     rows = (rows - network.row_mean) / network.row_scale
-    p, h = network.params, network.hidden
+    p, h, at = network.params, network.hidden, network.head_width + PLAN_WIDTH
     score = rows @ p[:PLAN_WIDTH]
     if h:
-        n_in = N_HEAD_V2 + 2 * PLAN_WIDTH
+        n_in = network.head_width + 2 * PLAN_WIDTH
         w = p[PLAN_WIDTH : PLAN_WIDTH + h * n_in].reshape(h, n_in)
         b = p[PLAN_WIDTH + h * n_in : PLAN_WIDTH + h * n_in + h]
         v = p[PLAN_WIDTH + h * n_in + h :]
         m = mask[:, :, None]
         context = (rows * m).sum(1) / np.maximum(m.sum(1), 1)
-        fixed = np.concatenate([head, context], axis=1) @ w[:, : N_HEAD_V2 + PLAN_WIDTH].T + b
-        score = score + np.tanh(rows @ w[:, N_HEAD_V2 + PLAN_WIDTH :].T + fixed[:, None, :]) @ v
+        fixed = np.concatenate([head, context], axis=1) @ w[:, :at].T + b
+        score = score + np.tanh(rows @ w[:, at:].T + fixed[:, None, :]) @ v
     return np.where(mask, score, -np.inf)
 
 
-def split(obs: np.ndarray, max_plans: int, queue_rows: int, dtype: Any = np.float64) -> tuple[np.ndarray, np.ndarray]:
-    """(head (N, 21), plan rows (N, max_plans, F)) of a batch of plan-mode observations, as ``dtype``."""
+def split(obs: np.ndarray, max_plans: int, queue_rows: int, dtype: Any = np.float64, head: int = N_HEAD_V2
+          ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """(head (N, ``head``: 21, or more with the queue rows), plan rows (N, max_plans, F)) of a batch of
+    plan-mode observations, as ``dtype``."""
     obs = np.asarray(obs, dtype=dtype)
     rows = obs[:, N_HEAD_V2 + 2 * queue_rows * QUEUE_WIDTH :].reshape(len(obs), max_plans, PLAN_WIDTH)
-    return obs[:, :N_HEAD_V2], rows
+    return obs[:, :head], rows
 
 
 # ---------------------------------------------------------------------------------------------- episodes
@@ -569,7 +578,7 @@ def ppo_update(
     if len(a) < 2:
         return {"decisions": float(len(a))}
     a = (a - a.mean()) / (a.std() + 1e-8)
-    head, rows = split(obs, network.max_plans, network.queue_rows, np.float32)  # torch computes in float32
+    head, rows = split(obs, network.max_plans, network.queue_rows, np.float32, network.head_width)  # torch: float32
     rows = (rows - network.row_mean.astype(np.float32)) / network.row_scale.astype(np.float32)
     t_head = torch.as_tensor(head, dtype=torch.float32)
     t_rows = torch.as_tensor(rows, dtype=torch.float32)
@@ -618,10 +627,10 @@ def train(config: LeanPPOConfig, out: Path | None = None, log: Any = print, plot
     venv = make_vec_env(config)
     shown = venv.envs[0].config
     row_mean, row_scale = row_statistics(config, venv)
-    module = initial_module(config, row_scale)
-    optimizer = torch.optim.Adam(module.parameters(), lr=config.learning_rate, eps=1e-5)
     base = PlanScoreNetwork(shown.max_plans, shown.queue_rows, config.hidden, np.zeros(0), row_mean, row_scale,
-                            config.wait)  # fmt: skip
+                            config.wait, config.read_queue)  # fmt: skip
+    module = initial_module(config, row_scale, base.head_width)
+    optimizer = torch.optim.Adam(module.parameters(), lr=config.learning_rate, eps=1e-5)
     rng = np.random.default_rng([config.seed, 0])
 
     rules = validation_rules(config)
@@ -690,9 +699,10 @@ def train(config: LeanPPOConfig, out: Path | None = None, log: Any = print, plot
     return report
 
 
-def initial_module(config: LeanPPOConfig, row_scale: np.ndarray) -> Any:
-    """The network training starts from (:func:`make_module`, then :func:`warm_start` for ``init="fitgpp"``)."""
-    module = make_module(config.hidden)
+def initial_module(config: LeanPPOConfig, row_scale: np.ndarray, head: int = N_HEAD_V2) -> Any:
+    """The network training starts from (:func:`make_module` reading ``head`` values before the context, then
+    :func:`warm_start` for ``init="fitgpp"``)."""
+    module = make_module(config.hidden, head)
     if config.init == "fitgpp":
         warm_start(module, row_scale, config.init_margin)
     return module

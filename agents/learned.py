@@ -33,6 +33,7 @@ import numpy as np
 
 from agents.manifest import BUNDLED_DIR, BundledAgent, check_file, read_manifest, sha256_of
 from schedgym._csvio import open_input, read_bounded
+from schedgym._optional import caused_by_interrupt
 from schedgym.decision import DecisionEncoder, observation_size
 from schedgym.errors import SchedGymError
 from schedgym.sim.policy import DECLINE, Policy, PreemptionPlan, PreemptionRequest, QueueDiscipline
@@ -71,7 +72,9 @@ def algo_class(algo: str) -> Any:
         raise SchedGymError(f"Unknown algorithm {algo!r}; expected one of {sorted(ALGOS)}") from None
     try:
         mod = __import__(module, fromlist=[name])
-    except ImportError:
+    except ImportError as exc:
+        if caused_by_interrupt(exc):  # Ctrl-C while torch's extensions initialised: not a missing extra
+            raise KeyboardInterrupt from exc
         if algo == "rllib_ppo":
             raise SchedGymError("RLlib's PPO needs the 'rllib' extra: pip install 'schedgym[rllib]'") from None
         raise SchedGymError(

@@ -494,3 +494,35 @@ def test_ctrl_c_while_an_extension_initialises_is_not_taken_for_its_absence(monk
     monkeypatch.setattr(_optional.importlib, "import_module", missing)
     assert simulator.native_available() is False and synthetic._load_native() is None
     assert scalefree._fast_prefix_lower_medians() is scalefree.prefix_lower_medians
+
+
+def test_ctrl_c_while_torch_initialises_is_not_taken_for_a_missing_extra(monkeypatch):
+    """The same for the agents' torch imports: an interrupted import said "needs the 'rl' extra", status 2."""
+    import builtins
+
+    from agents import lean_ppo, learned
+    from schedgym.errors import SchedGymError
+
+    real_import = builtins.__import__
+
+    def importer(interrupt: bool) -> object:
+        def fake(name: str, *args: object, **kwargs: object) -> object:
+            if name.split(".")[0] not in ("torch", "sb3_contrib", "stable_baselines3"):
+                return real_import(name, *args, **kwargs)
+            if not interrupt:
+                raise ImportError(f"No module named {name!r}")
+            try:
+                raise KeyboardInterrupt
+            except KeyboardInterrupt:
+                raise ImportError("initialization failed") from None
+
+        return fake
+
+    monkeypatch.setattr(builtins, "__import__", importer(True))
+    for probe in (lean_ppo._torch, lambda: learned.algo_class("maskable_ppo")):
+        with pytest.raises(KeyboardInterrupt):
+            probe()
+    monkeypatch.setattr(builtins, "__import__", importer(False))
+    for probe in (lean_ppo._torch, lambda: learned.algo_class("maskable_ppo")):
+        with pytest.raises(SchedGymError, match="pip install 'schedgym\\[rl\\]'"):
+            probe()

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from agents import lean_ppo
-from agents.evolve import PLAN_WIDTH, PlanScoreNetwork, legal_rows
+from agents.evolve import FIGURES, PLAN_WIDTH, PlanScoreNetwork, legal_rows
 from agents.lean_ppo import LeanPPOConfig, batch_scores, gae, input_driven_baseline, returns_to_go
 from schedgym.decision.features import N_HEAD_V2, QUEUE_FEATURES
 from schedgym.errors import ConfigError
@@ -66,14 +66,16 @@ def test_masked_log_probs_are_a_softmax_over_the_legal_rows_only():
     assert torch.isfinite(entropy).all()
 
 
-@pytest.mark.parametrize("wait", [True, False])
-def test_the_torch_network_is_the_numpy_scorer_it_exports(wait):
+@pytest.mark.parametrize("wait, reads_queue", [(True, False), (False, False), (True, True)])
+def test_the_torch_network_is_the_numpy_scorer_it_exports(wait, reads_queue):
     torch = pytest.importorskip("torch")
     torch.manual_seed(3)
-    module = lean_ppo.make_module(5)
+    head_width = N_HEAD_V2 + (2 * 4 * len(QUEUE_FEATURES) if reads_queue else 0)
+    module = lean_ppo.make_module(5, head_width)
     rng = np.random.default_rng(0)
     mean, scale = rng.normal(size=PLAN_WIDTH), rng.uniform(0.5, 2.0, PLAN_WIDTH)
-    net = PlanScoreNetwork(6, 4, 5, module.flat_params(), mean, scale, wait)
+    net = PlanScoreNetwork(6, 4, 5, module.flat_params(), mean, scale, wait, reads_queue)
+    assert net.head_width == head_width and len(net.params) == PlanScoreNetwork.n_params(5, head_width)
     obs = rng.uniform(size=(3, N_HEAD_V2 + 2 * 4 * len(QUEUE_FEATURES) + 6 * PLAN_WIDTH)).astype(np.float32)
     mask = np.array([[True, True, False, True, False, True], [True] * 6, [True] + [False] * 5])
     ours = batch_scores(net, obs, mask)
@@ -82,7 +84,7 @@ def test_the_torch_network_is_the_numpy_scorer_it_exports(wait):
     # the update's module reads the rows the policy chose among (play_episodes logs legal_rows(mask, wait))
     chosen_among = legal_rows(mask, wait)
     assert np.isinf(ours[0, 0]) != wait and np.isfinite(ours[2, 0])  # without wait, row 0 only when alone
-    head, rows = lean_ppo.split(obs, 6, 4)
+    head, rows = lean_ppo.split(obs, 6, 4, head=head_width)
     z = torch.tensor((rows - mean) / scale, dtype=torch.float32)
     with torch.no_grad():
         theirs = module(torch.tensor(head, dtype=torch.float32), z, torch.tensor(chosen_among)).double().numpy()
@@ -103,6 +105,7 @@ def test_the_torch_network_is_the_numpy_scorer_it_exports(wait):
         ({"be_tail": 0.5}, "be_tail >= 1"),
         ({"init": "teacher"}, "init one of random, fitgpp"),
         ({"wait": "no"}, "wait True or False"),
+        ({"read_queue": 1}, "read_queue True or False"),
         ({"preemption_cost": -1.0}, "preemption_cost"),
         ({"init_margin": 0.0}, "init_margin > 0"),
         ({"select": "best"}, "select one of objective, dominance"),
@@ -456,3 +459,41 @@ def test_no_wait_episodes_are_sampled_and_logged_over_the_plans_only():
     alone = ~mask[:, 1:].any(axis=1)
     assert np.array_equal(mask[:, 0], alone)  # wait is logged legal exactly where nothing else is
     assert (action[~alone] != 0).all() and (~alone).sum() > 10
+
+
+def test_a_network_that_reads_the_queue_scores_by_it_and_one_that_does_not_ignores_it():
+    rng = np.random.default_rng(4)
+    n_queue = 2 * 4 * len(QUEUE_FEATURES)
+    obs = rng.uniform(size=N_HEAD_V2 + n_queue + 6 * PLAN_WIDTH)
+    other = obs.copy()
+    other[N_HEAD_V2 : N_HEAD_V2 + n_queue] = rng.uniform(size=n_queue)  # other jobs waiting, the same request
+    mask = np.array([True, True, True, False, True, True])
+    for reads_queue in (False, True):
+        n = PlanScoreNetwork.n_params(5, N_HEAD_V2 + (n_queue if reads_queue else 0))
+        net = PlanScoreNetwork(6, 4, 5, rng.normal(size=n), np.zeros(PLAN_WIDTH), np.ones(PLAN_WIDTH), True,
+                               reads_queue)  # fmt: skip
+        moved = not np.allclose(net.scores(obs, mask)[mask], net.scores(other, mask)[mask])
+        assert moved == reads_queue
+    with pytest.raises(ValueError, match="reads_queue"):
+        PlanScoreNetwork.from_arrays(net.arrays(), {**net.spec(), "reads_queue": 1})
+    with pytest.raises(ValueError, match="parameters"):  # weights of a network without the queue
+        PlanScoreNetwork.from_arrays({**net.arrays(), "params": rng.normal(size=PlanScoreNetwork.n_params(5))},
+                                     net.spec())  # fmt: skip
+
+
+def test_a_read_queue_run_writes_an_agent_that_reads_the_queue(tmp_path):
+    pytest.importorskip("torch")
+    out = tmp_path / "run"
+    assert lean_ppo.main(["--out", str(out), *TINY_ARGS, "--read-queue"]) == 0
+    report = json.loads((out / "training.json").read_text())
+    again, _, _ = lean_ppo.parse_args(report["command"].split()[3:])
+    assert again == LeanPPOConfig(**TINY, read_queue=True)
+    meta = json.loads((out / "agent.json").read_text())
+    assert meta["network"]["reads_queue"] is True and "reads_queue" not in PlanScoreNetwork(
+        6, 4, 0, np.zeros(PLAN_WIDTH), np.zeros(PLAN_WIDTH), np.ones(PLAN_WIDTH)).spec()  # fmt: skip
+    policy = make_policy(f"mine:{out / 'agent.npz'}")
+    assert policy.network.reads_queue and len(policy.network.params) == PlanScoreNetwork.n_params(
+        TINY["hidden"], N_HEAD_V2 + 2 * policy.network.queue_rows * len(QUEUE_FEATURES))  # fmt: skip
+    # the written agent, loaded as `mine:` loads it, is the validated checkpoint: the queue is read the same way
+    point = next(p for p in report["curve"] if p["update"] == report["chosen_update"])
+    assert lean_ppo.validate(again, policy.network) == {k: point[k] for k in ("objective", *FIGURES, "preemptions")}
