@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -117,3 +118,21 @@ def _shift_targets():
 def test_shift_targets_judges_each_workload_by_the_three_criteria(verdict, te_p95, diff, failed):
     # the rules' TE p95 are 1.0 (fitgpp) and 1.2 (k8s): the lower one is the reference
     assert _shift_targets().failures(verdict, {"fitgpp": 1.0, "k8s": 1.2}, te_p95, diff) == failed
+
+
+def test_be_tail(tmp_path):
+    from schedgym.experiments.compare import CompareConfig, run_comparison
+    from schedgym.experiments.figures import headline_figures
+
+    out = _run("be_tail.py", "--policies", "fitgpp,k8s", "--seeds", "2", "--jobs", "1000", "--split", "test",
+               cwd=tmp_path)  # fmt: skip
+    lines = out.strip().splitlines()
+    assert lines[0].startswith("| policy | BE p50 | BE p99 | tail: gangs") and len(lines) == 4
+    rows = {line.split(" | ")[0].strip("| `"): line.strip("|").split(" | ")[1:] for line in lines[2:]}
+    compared = run_comparison(CompareConfig(policies=("fitgpp", "k8s"), seeds=2, n_jobs=1000))
+    for label, runs in compared.runs.items():  # the BE p99 of compare's runs, on the same workloads
+        be_p99 = np.mean([headline_figures(r)["be_p99"] for r in runs])
+        assert rows[label][1].split(" ± ")[0] == f"{be_p99:.1f}"
+        shares = [float(rows[label][k].split(" ± ")[0]) for k in (2, 3)]
+        assert all(0 <= s <= 1 for s in shares) and shares[0] > 0.5  # the tail of `paper` is mostly gangs
+        assert rows[label][7].split(" ± ")[0] == f"{np.mean([r.n_preemptions for r in runs]):.0f}"
