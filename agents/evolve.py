@@ -404,12 +404,15 @@ def rule_figures(config: EvolveConfig, name: str, seeds: Sequence[int]) -> list[
     from schedgym.workloads.source import WorkloadSource
 
     env = _env(config)
-    cluster = env.cluster
     source = WorkloadSource(config.workload, n_jobs=config.n_jobs)
     out = []
     for s in seeds:
-        result = run_policy(make_policy(name), cluster, source.seeded(s, cluster), env.config.sim, rng=run_rng(s))
-        out.append(figures_of(result))
+        if source.kind == "mix":  # the level's own cluster and jobs, as the environment's reset pins them
+            cluster, workload, _ = source.mix_level(s)
+        else:
+            cluster = env.cluster
+            workload = source.seeded(s, cluster)
+        out.append(figures_of(run_policy(make_policy(name), cluster, workload, env.config.sim, rng=run_rng(s))))
     return out
 
 

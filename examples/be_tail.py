@@ -5,7 +5,7 @@
 
 The tail of a run is its BE jobs whose slowdown is at or above the run's BE p99 (the 1% slowest). For each
 policy, one markdown row of means over the seeds (± the 95% interval): BE p50 and BE p99; the share of the
-tail that are gang jobs (several nodes) and that were preempted at least once; the tail's mean hours from
+tail that are gang jobs (several nodes; a last line gives their share of all BE jobs) and that were preempted at least once; the tail's mean hours from
 submission to first start (the queue), from first start to completion beyond its own run time (grace periods,
 restart overheads and waits after a preemption) and its duration; and the run's preemptions. The runs are
 compare's (`schedgym compare --split validation` gives the same BE p50 and p99), on the validation workloads
@@ -82,6 +82,8 @@ def main() -> int:
     per_policy = {label: [tail_figures(run, workloads[i]) for i, run in enumerate(runs)]
                   for label, runs in result.runs.items()}  # fmt: skip
     print(table(per_policy))
+    be_gangs = [np.mean([s.gang_size > 1 for s in w.table.specs if s.job_class == JobClass.BE]) for w in workloads]
+    print(f"\nGang jobs are {100 * mean(be_gangs):.1f}% of the BE jobs of these workloads.")
     return 0
 
 

@@ -36,8 +36,10 @@ def fitgpp_network(hidden: int = 0) -> PlanScoreNetwork:
     return PlanScoreNetwork.fitgpp(24, 4, hidden, np.zeros(WIDTH), np.ones(WIDTH))
 
 
-def test_the_starting_network_is_fitgpp_in_the_environment():
-    config = EvolveConfig(**TINY)
+@pytest.mark.parametrize("workload", ["paper", "mix"])
+def test_the_starting_network_is_fitgpp_in_the_environment(workload):
+    # on `mix` every seed is a level with its own cluster (4 to 32 nodes): the rule runs on the level's
+    config = EvolveConfig(**{**TINY, "workload": workload})
     seeds = [1_000_000, 1_000_001, 100_000]
     ours = [play(config, fitgpp_network(), s) for s in seeds]
     rule = rule_figures(config, "fitgpp", seeds)

@@ -126,8 +126,10 @@ def test_be_tail(tmp_path):
 
     out = _run("be_tail.py", "--policies", "fitgpp,k8s", "--seeds", "2", "--jobs", "1000", "--split", "test",
                cwd=tmp_path)  # fmt: skip
-    lines = out.strip().splitlines()
+    table, last = out.strip().split("\n\n")
+    lines = table.splitlines()
     assert lines[0].startswith("| policy | BE p50 | BE p99 | tail: gangs") and len(lines) == 4
+    assert re.fullmatch(r"Gang jobs are \d\.\d% of the BE jobs of these workloads\.", last)
     rows = {line.split(" | ")[0].strip("| `"): line.strip("|").split(" | ")[1:] for line in lines[2:]}
     compared = run_comparison(CompareConfig(policies=("fitgpp", "k8s"), seeds=2, n_jobs=1000))
     for label, runs in compared.runs.items():  # the BE p99 of compare's runs, on the same workloads
