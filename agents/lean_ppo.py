@@ -90,7 +90,8 @@ class LeanPPOConfig:
     """The training run (``python -m agents.lean_ppo --help`` gives each as an option)."""
 
     workload: str = "paper"
-    """synthetic workload preset of the episodes"""
+    """synthetic workload preset of the episodes, or ``mix`` (each workload seed a level of that distribution,
+    on its own cluster; ``n_jobs`` and ``estimate_noise`` are then the level's)"""
     n_jobs: int = 5000
     """jobs per episode (compare's 5,000 for ``paper``)"""
     estimate_noise: float = 0.3

@@ -497,3 +497,20 @@ def test_a_read_queue_run_writes_an_agent_that_reads_the_queue(tmp_path):
     # the written agent, loaded as `mine:` loads it, is the validated checkpoint: the queue is read the same way
     point = next(p for p in report["curve"] if p["update"] == report["chosen_update"])
     assert lean_ppo.validate(again, policy.network) == {k: point[k] for k in ("objective", *FIGURES, "preemptions")}
+
+
+def test_a_run_on_mix_validates_on_the_levels_own_clusters(tmp_path):
+    pytest.importorskip("torch")
+    out = tmp_path / "run"
+    args = [a for a in TINY_ARGS if not a.startswith("--n-jobs")]
+    assert lean_ppo.main(["--out", str(out), *args, "--workload", "mix"]) == 0
+    report = json.loads((out / "training.json").read_text())
+    config = LeanPPOConfig(**{**TINY, "workload": "mix"})
+    # the rules' lines are the rules on the validation levels, each on its cluster (rule_figures)
+    from agents.evolve import rule_figures
+
+    fitgpp = rule_figures(config.evolve_config(), "fitgpp", config.validation())
+    assert report["validation_rules"]["fitgpp"]["objective"] == pytest.approx(np.mean([r["objective"] for r in fitgpp]))
+    policy = make_policy(f"mine:{out / 'agent.npz'}")
+    point = next(p for p in report["curve"] if p["update"] == report["chosen_update"])
+    assert lean_ppo.validate(config, policy.network)["objective"] == point["objective"]
