@@ -1,13 +1,14 @@
 """Which BE jobs make BE p99, under each policy: gangs or not, preempted or not, and where their time went.
 
-    python examples/be_tail.py --workers 2          # 20 validation workloads of `paper`, about 2 min
+    python examples/be_tail.py --workers 2          # 20 validation workloads of `paper`, about 20 s
     python examples/be_tail.py --policies fitgpp,k8s,lean-ppo-nowait --split test --seeds 20
 
 The tail of a run is its BE jobs whose slowdown is at or above the run's BE p99 (the 1% slowest). For each
 policy, one markdown row of means over the seeds (± the 95% interval): BE p50 and BE p99; the share of the
-tail that are gang jobs (several nodes; a last line gives their share of all BE jobs) and that were preempted at least once; the tail's mean hours from
-submission to first start (the queue), from first start to completion beyond its own run time (grace periods,
-restart overheads and waits after a preemption) and its duration; and the run's preemptions. The runs are
+tail that are gang jobs (several nodes; a last line gives their share of all BE jobs) and that were
+preempted at least once; the tail's mean hours from submission to first start (the queue), from first start
+to completion beyond its own run time (grace periods, restart overheads and waits after a preemption) and its
+duration; and the run's preemptions. The runs are
 compare's (`schedgym compare --split validation` gives the same BE p50 and p99), on the validation workloads
 by default: a diagnosis for the design of agents, kept off the test seeds.
 """
