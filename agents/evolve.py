@@ -84,12 +84,16 @@ class PlanScoreNetwork:
 
     @property
     def head_width(self) -> int:
-        """Observation values the tanh units read before the context: the head, and the queue rows if
-        :attr:`reads_queue`."""
-        return N_HEAD_V2 + (2 * self.queue_rows * QUEUE_WIDTH if self.reads_queue else 0)
+        """Observation values the tanh units read before the context (:meth:`head_width_of`)."""
+        return self.head_width_of(self.queue_rows, self.reads_queue)
 
     @staticmethod
-    def n_params(hidden: int, head: int = N_HEAD_V2) -> int:
+    def head_width_of(queue_rows: int, reads_queue: bool) -> int:
+        """The head, and the ``queue_rows`` rows of each class if ``reads_queue``."""
+        return N_HEAD_V2 + (2 * queue_rows * QUEUE_WIDTH if reads_queue else 0)
+
+    @staticmethod
+    def n_params(hidden: int, head: int) -> int:
         """Parameters of a network with ``hidden`` units reading ``head`` values before the context
         (:attr:`head_width`)."""
         n_in = head + 2 * PLAN_WIDTH
@@ -100,7 +104,7 @@ class PlanScoreNetwork:
                ) -> PlanScoreNetwork:  # fmt: skip
         """The network that takes fitgpp's plan whenever fitgpp proposes one, else waits (the row of fitgpp's
         plan scores 1 above every other; ties go to row 0, wait)."""
-        params = np.zeros(cls.n_params(hidden))
+        params = np.zeros(cls.n_params(hidden, N_HEAD_V2))
         at = ROW_NAMES.index("by_fitgpp")
         params[at] = row_scale[at]
         return cls(max_plans, queue_rows, hidden, params, np.asarray(row_mean, float), np.asarray(row_scale, float))
@@ -142,7 +146,7 @@ class PlanScoreNetwork:
         spec: dict[str, Any] = {"max_plans": self.max_plans, "queue_rows": self.queue_rows, "hidden": self.hidden}
         if not self.wait:  # only then: the description of every network that may wait is what it was
             spec["wait"] = False
-        if self.reads_queue:  # the same for the networks that do not read the queue
+        if self.reads_queue:  # only then: agent.json of every network that does not read the queue is unchanged
             spec["reads_queue"] = True
         return spec
 
@@ -155,7 +159,9 @@ class PlanScoreNetwork:
         wait, reads_queue = spec.get("wait", True), spec.get("reads_queue", False)
         if not isinstance(wait, bool) or not isinstance(reads_queue, bool):
             raise ValueError(f"expected wait and reads_queue true or false, got {wait!r} and {reads_queue!r}")
-        head = N_HEAD_V2 + (2 * queue_rows * QUEUE_WIDTH if reads_queue else 0)
+        if reads_queue and (hidden == 0 or queue_rows == 0):  # the queue would be read by nothing, or be empty
+            raise ValueError(f"reads_queue needs hidden units and queue rows, got {spec!r}")
+        head = cls.head_width_of(queue_rows, reads_queue)
         params = np.asarray(arrays["params"], dtype=np.float64)
         row_mean = np.asarray(arrays["row_mean"], dtype=np.float64)
         row_scale = np.asarray(arrays["row_scale"], dtype=np.float64)
@@ -235,7 +241,8 @@ class EvolveConfig:
     method: str = "coordinate"
     """``coordinate`` (single-weight moves of the linear part) or ``es`` (OpenAI evolution strategies)"""
     workload: str = "paper"
-    """synthetic workload preset of the episodes"""
+    """synthetic workload preset of the episodes, or ``mix`` (each workload seed a level of that distribution,
+    on its own cluster; ``n_jobs`` and ``estimate_noise`` are then the level's)"""
     n_jobs: int = 5000
     """jobs per episode (compare's 5,000 for ``paper``)"""
     estimate_noise: float = 0.3

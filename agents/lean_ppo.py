@@ -69,7 +69,7 @@ from agents.evolve import (
     write_agent,
 )
 from agents.evolve import plot_training as _plot_curve
-from schedgym._optional import caused_by_interrupt
+from schedgym._optional import raise_if_interrupted
 from schedgym.decision.features import N_HEAD_V2
 from schedgym.errors import ConfigError, SchedGymError
 
@@ -274,8 +274,7 @@ def _torch() -> Any:
     try:
         import torch
     except ImportError as exc:
-        if caused_by_interrupt(exc):  # Ctrl-C while torch's extensions initialised: not a missing extra
-            raise KeyboardInterrupt from exc
+        raise_if_interrupted(exc)  # Ctrl-C while torch's extensions initialised: not a missing extra
         raise SchedGymError("agents.lean_ppo trains with torch: pip install 'schedgym[rl]'") from None
     torch.set_num_threads(1)
     return torch

@@ -33,7 +33,7 @@ import numpy as np
 
 from agents.manifest import BUNDLED_DIR, BundledAgent, check_file, read_manifest, sha256_of
 from schedgym._csvio import open_input, read_bounded
-from schedgym._optional import caused_by_interrupt
+from schedgym._optional import raise_if_interrupted
 from schedgym.decision import DecisionEncoder, observation_size
 from schedgym.errors import SchedGymError
 from schedgym.sim.policy import DECLINE, Policy, PreemptionPlan, PreemptionRequest, QueueDiscipline
@@ -73,8 +73,7 @@ def algo_class(algo: str) -> Any:
     try:
         mod = __import__(module, fromlist=[name])
     except ImportError as exc:
-        if caused_by_interrupt(exc):  # Ctrl-C while torch's extensions initialised: not a missing extra
-            raise KeyboardInterrupt from exc
+        raise_if_interrupted(exc)  # Ctrl-C while torch's extensions initialised: not a missing extra
         if algo == "rllib_ppo":
             raise SchedGymError("RLlib's PPO needs the 'rllib' extra: pip install 'schedgym[rllib]'") from None
         raise SchedGymError(

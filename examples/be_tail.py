@@ -7,10 +7,10 @@ The tail of a run is its BE jobs whose slowdown is at or above the run's BE p99 
 policy, one markdown row of means over the seeds (± the 95% interval): BE p50 and BE p99; the share of the
 tail that are gang jobs (several nodes; a last line gives their share of all BE jobs) and that were
 preempted at least once; the tail's mean hours from submission to first start (the queue), from first start
-to completion beyond its own run time (grace periods, restart overheads and waits after a preemption) and its
-duration; and the run's preemptions. The runs are
-compare's (`schedgym compare --split validation` gives the same BE p50 and p99), on the validation workloads
-by default: a diagnosis for the design of agents, kept off the test seeds.
+to completion beyond its own run time (which counts restart overheads: what is left is grace periods and
+waits after a preemption) and its duration; and the run's preemptions. The runs are compare's (`schedgym
+compare --split validation` gives the same BE p50 and p99), on the validation workloads by default: a
+diagnosis for the design of agents, kept off the test seeds.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def main() -> int:
     except SchedGymError as exc:
         print(f"be_tail.py: error: {exc}", file=sys.stderr)
         return 2
-    workloads = load_workloads(config, result.cluster)
+    workloads = list(load_workloads(config, result.cluster))  # built once per seed, not once per policy
     per_policy = {label: [tail_figures(run, workloads[i]) for i, run in enumerate(runs)]
                   for label, runs in result.runs.items()}  # fmt: skip
     print(table(per_policy))

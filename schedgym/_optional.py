@@ -25,12 +25,18 @@ def caused_by_interrupt(exc: BaseException) -> bool:
     return False
 
 
+def raise_if_interrupted(exc: ImportError) -> None:
+    """Raise KeyboardInterrupt (from ``exc``) if the failed import ``exc`` was caused by Ctrl-C; for the
+    callers that turn any other ImportError into "not installed"."""
+    if caused_by_interrupt(exc):
+        raise KeyboardInterrupt from exc
+
+
 def import_optional(name: str) -> ModuleType | None:
     """The module ``name``, or None where it cannot be imported; an import that failed because of Ctrl-C
     raises KeyboardInterrupt."""
     try:
         return importlib.import_module(name)
     except ImportError as exc:
-        if caused_by_interrupt(exc):
-            raise KeyboardInterrupt from exc
+        raise_if_interrupted(exc)
         return None

@@ -123,6 +123,7 @@ def test_shift_targets_judges_each_workload_by_the_three_criteria(verdict, te_p9
 def test_be_tail(tmp_path):
     from schedgym.experiments.compare import CompareConfig, run_comparison
     from schedgym.experiments.figures import headline_figures
+    from schedgym.sim import JobClass
 
     out = _run("be_tail.py", "--policies", "fitgpp,k8s", "--seeds", "2", "--jobs", "1000", "--split", "test",
                cwd=tmp_path)  # fmt: skip
@@ -138,3 +139,13 @@ def test_be_tail(tmp_path):
         shares = [float(rows[label][k].split(" ± ")[0]) for k in (2, 3)]
         assert all(0 <= s <= 1 for s in shares) and shares[0] > 0.5  # the tail of `paper` is mostly gangs
         assert rows[label][7].split(" ± ")[0] == f"{np.mean([r.n_preemptions for r in runs]):.0f}"
+        # the hours, from the runs' own records: the tail's queue wait, its time lost after the start, its length
+        hours = {4: [], 5: [], 6: []}
+        for run in runs:
+            be_p99 = headline_figures(run)["be_p99"]
+            tail = (run.job_class == JobClass.BE) & (run.slowdown >= be_p99)
+            hours[4].append((run.first_start - run.submit)[tail].mean() / 3600)
+            hours[5].append((run.completion - run.first_start - run.run_time)[tail].mean() / 3600)
+            hours[6].append(run.duration[tail].mean() / 3600)
+        for column, values in hours.items():
+            assert rows[label][column].split(" ± ")[0] == f"{np.mean(values):.1f}"

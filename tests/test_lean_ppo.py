@@ -312,7 +312,7 @@ def test_the_tail_term_is_added_to_the_rewards_of_the_same_episode():
     assert "--tail-weight 2.0" in config.command() and LeanPPOConfig().tail() is None
     venv = lean_ppo.make_vec_env(config)
     net = PlanScoreNetwork(24, 4, config.hidden, np.zeros(0), *lean_ppo.row_statistics(config, venv))
-    net = net.with_params(np.random.default_rng(0).normal(0, 0.1, PlanScoreNetwork.n_params(config.hidden)))
+    net = net.with_params(np.random.default_rng(0).normal(0, 0.1, PlanScoreNetwork.n_params(config.hidden, N_HEAD_V2)))
     plain, _ = lean_ppo.play_episodes(venv, net, [5, 6], [np.random.default_rng(j) for j in range(2)])
     tailed, _ = lean_ppo.play_episodes(venv, net, [5, 6], [np.random.default_rng(j) for j in range(2)], config.tail())
     venv.close()
@@ -476,9 +476,13 @@ def test_a_network_that_reads_the_queue_scores_by_it_and_one_that_does_not_ignor
         assert moved == reads_queue
     with pytest.raises(ValueError, match="reads_queue"):
         PlanScoreNetwork.from_arrays(net.arrays(), {**net.spec(), "reads_queue": 1})
+    without = rng.normal(size=PlanScoreNetwork.n_params(5, N_HEAD_V2))
     with pytest.raises(ValueError, match="parameters"):  # weights of a network without the queue
-        PlanScoreNetwork.from_arrays({**net.arrays(), "params": rng.normal(size=PlanScoreNetwork.n_params(5))},
-                                     net.spec())  # fmt: skip
+        PlanScoreNetwork.from_arrays({**net.arrays(), "params": without}, net.spec())
+    linear = {**net.arrays(), "params": rng.normal(size=PlanScoreNetwork.n_params(0, N_HEAD_V2))}
+    for spec in ({**net.spec(), "hidden": 0}, {**net.spec(), "queue_rows": 0}):  # nothing reads, nothing to read
+        with pytest.raises(ValueError, match="reads_queue needs"):
+            PlanScoreNetwork.from_arrays(linear if spec["hidden"] == 0 else net.arrays(), spec)
 
 
 def test_a_read_queue_run_writes_an_agent_that_reads_the_queue(tmp_path):
@@ -506,11 +510,15 @@ def test_a_run_on_mix_validates_on_the_levels_own_clusters(tmp_path):
     assert lean_ppo.main(["--out", str(out), *args, "--workload", "mix"]) == 0
     report = json.loads((out / "training.json").read_text())
     config = LeanPPOConfig(**{**TINY, "workload": "mix"})
-    # the rules' lines are the rules on the validation levels, each on its cluster (rule_figures)
-    from agents.evolve import rule_figures
+    # the rules' lines are compare's runs of the validation levels, each on its own cluster
+    from schedgym.experiments.figures import headline_figures
 
-    fitgpp = rule_figures(config.evolve_config(), "fitgpp", config.validation())
-    assert report["validation_rules"]["fitgpp"]["objective"] == pytest.approx(np.mean([r["objective"] for r in fitgpp]))
+    compared = run_comparison(CompareConfig(workload="mix", split="validation", seeds=2, policies=("fitgpp",)))
+    runs = compared.runs["fitgpp"]
+    assert runs[0].capacity_total.tolist() != runs[1].capacity_total.tolist()  # two levels, two clusters
+    for key in ("te_p95", "be_p99"):
+        ours = report["validation_rules"]["fitgpp"][key]
+        assert ours == pytest.approx(np.mean([headline_figures(r)[key] for r in runs]), rel=1e-12)
     policy = make_policy(f"mine:{out / 'agent.npz'}")
     point = next(p for p in report["curve"] if p["update"] == report["chosen_update"])
     assert lean_ppo.validate(config, policy.network)["objective"] == point["objective"]
