@@ -4,6 +4,7 @@ examples (cleanrl_masked_ppo.py, rl_zoo3/) are run by tests/clients/."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -149,3 +150,35 @@ def test_be_tail(tmp_path):
             hours[6].append(run.duration[tail].mean() / 3600)
         for column, values in hours.items():
             assert rows[label][column].split(" ± ")[0] == f"{np.mean(values):.1f}"
+
+
+def _training_json(folder: Path, points: list[tuple[float, float, float, float]], rules: dict) -> Path:
+    curve = [dict(zip(("te_p95", "be_p50", "be_p95", "be_p99"), p, strict=True), update=100 + 10 * i)
+             for i, p in enumerate(points)]  # fmt: skip
+    folder.mkdir()
+    (folder / "training.json").write_text(json.dumps({"curve": curve, "validation_rules": rules}))
+    return folder
+
+
+def test_frontier(tmp_path):
+    rules = {"fitgpp": {"te_p95": 1.05, "be_p50": 1.04, "be_p95": 14.0, "be_p99": 50.0},
+             "k8s": {"te_p95": 1.04, "be_p50": 1.00, "be_p95": 13.0, "be_p99": 70.0}}  # fmt: skip
+    # below both on all four (the better rule's mean per figure: 1.04, 1.00, 13.0, 50.0), then one figure above
+    a = _training_json(tmp_path / "a", [(1.04, 1.00, 13.0, 50.0), (1.04, 1.00, 13.0, 50.1)], rules)
+    b = _training_json(tmp_path / "b", [(1.05, 1.02, 12.0, 55.0), (1.03, 1.01, 12.0, 60.0)], rules)
+    out = _run("frontier.py", str(a), str(b), cwd=tmp_path)
+    cells = [[c.strip() for c in line.strip().strip("|").split("|")] for line in out.splitlines()[2:]]
+    rows = {c[0]: c[1:] for c in cells}
+    assert rows["a"] == ["2", "1.000-1.000", "50.0-50.1", "1.040-1.040", "1"]
+    assert rows["b"] == ["2", "1.010-1.020", "55.0-60.0", "1.030-1.050", "0"]
+    assert rows["`k8s` (rule)"] == ["", "1.000", "70.0", "1.040", ""]
+    # runs validated on other workloads are refused, with one line
+    c = _training_json(tmp_path / "c", [(1.0, 1.0, 1.0, 1.0)], {**rules, "k8s": {**rules["k8s"], "be_p99": 71.0}})
+    done = subprocess.run([sys.executable, str(EXAMPLES / "frontier.py"), str(a), str(c)], cwd=tmp_path,
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        "frontier.py: error: c was validated on other workloads (its rules' means differ)"
+    ]
+    pytest.importorskip("matplotlib")
+    _run("frontier.py", str(a), str(b), "--plot", str(tmp_path / "f.png"), cwd=tmp_path)
+    assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG"
