@@ -7,7 +7,9 @@ their validation workloads (the rules' means in each `training.json` must agree)
 one markdown row: the ranges of the validation means of BE p50, BE p99 and TE p95 over its checkpoints from
 `--from-update` on, and how many of them are at or below the better rule's mean on all four headline
 figures (TE p95, BE p50, BE p95, BE p99: dominance of both rules on the means). `--plot FILE` draws the
-checkpoints (one colour per run) and the rules (.png, .pdf or .svg; needs matplotlib).
+checkpoints (one colour per run) and the rules (.png, .pdf or .svg; needs matplotlib). `--compare FILE`
+adds the policies of a `schedgym compare --split validation --seeds N --json FILE` on the same workloads
+(its fitgpp and k8s must have the runs' rules' BE p50 and BE p99) as labelled points.
 """
 
 from __future__ import annotations
@@ -16,9 +18,15 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 FIGURES = ("te_p95", "be_p50", "be_p95", "be_p99")  # the headline figures, as training.json names them
+
+
+def fail(message: str) -> NoReturn:
+    """One line on stderr and status 2, as for any user error."""
+    print(f"frontier.py: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def load(run: Path) -> dict[str, Any]:
@@ -28,7 +36,7 @@ def load(run: Path) -> dict[str, Any]:
         report = json.loads(path.read_text(encoding="utf-8"))
         report["curve"], report["validation_rules"]  # noqa: B018  (the keys this script reads)
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise SystemExit(f"frontier.py: error: {path}: not a training.json of agents.lean_ppo ({exc})") from None
+        fail(f"{path}: not a training.json of agents.lean_ppo ({exc})")
     return report
 
 
@@ -47,7 +55,24 @@ def row(name: str, points: list[dict[str, float]], rules: dict[str, dict[str, fl
             f"{n_below} |")  # fmt: skip
 
 
-def plot(runs: dict[str, list[dict[str, float]]], rules: dict[str, dict[str, float]], path: Path) -> None:
+def compared_points(path: Path, rules: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """The BE p50 and BE p99 means of each policy of a compare ``--json`` file other than the rules; SystemExit
+    with one line if its rules' means are not the runs' (other workloads)."""
+    try:
+        policies = json.loads(path.read_text(encoding="utf-8"))["policies"]
+        points = {name: {"be_p50": float(p["be"]["slowdown_p50"]), "be_p99": float(p["be"]["slowdown_p99"]),
+                         "te_p95": float(p["te"]["slowdown_p95"])} for name, p in policies.items()}  # fmt: skip
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        fail(f"{path}: not a compare --json file ({exc})")
+    for name, values in rules.items():
+        theirs = points.get(name)
+        if theirs is None or any(abs(theirs[k] - values[k]) > 1e-9 * abs(values[k]) for k in ("be_p50", "be_p99")):
+            fail(f"{path}: its {name} is not the runs' (other workloads?)")
+    return {name: values for name, values in points.items() if name not in rules}
+
+
+def plot(runs: dict[str, list[dict[str, float]]], rules: dict[str, dict[str, float]], path: Path,
+         others: dict[str, dict[str, float]]) -> None:  # fmt: skip
     from schedgym.experiments.plotting import new_figure, save_figure
 
     def draw() -> Any:
@@ -59,6 +84,10 @@ def plot(runs: dict[str, list[dict[str, float]]], rules: dict[str, dict[str, flo
                     alpha=0.6, color=f"C{i % 10}", label=name)  # fmt: skip
         for shape, (name, values) in zip(("s", "D"), rules.items(), strict=False):
             ax.plot([values["be_p50"]], [values["be_p99"]], ls="", marker=shape, ms=10, color="black", label=name)
+        for name, values in others.items():  # policies from a comparison on the same workloads, labelled
+            ax.plot([values["be_p50"]], [values["be_p99"]], ls="", marker="*", ms=12, color="black")
+            ax.annotate(name, (values["be_p50"], values["be_p99"]), textcoords="offset points", xytext=(6, 4),
+                        fontsize=7)  # fmt: skip
         best = {k: min(r[k] for r in rules.values()) for k in ("be_p50", "be_p99")}
         ax.axvline(best["be_p50"], color="grey", ls=":", lw=1)
         ax.axhline(best["be_p99"], color="grey", ls=":", lw=1)
@@ -77,14 +106,13 @@ def main() -> int:
     parser.add_argument("runs", nargs="+", type=Path, help="folders written by python -m agents.lean_ppo --out")
     parser.add_argument("--from-update", type=int, default=100, help="leave out the checkpoints before it")
     parser.add_argument("--plot", type=Path, default=None, help="the figure (.png, .pdf or .svg)")
+    parser.add_argument("--compare", type=Path, default=None, help="a compare --json file on the same workloads")
     args = parser.parse_args()
     reports = {run.name: load(run) for run in args.runs}
     rules = next(iter(reports.values()))["validation_rules"]
     for name, report in reports.items():
         if report["validation_rules"] != rules:
-            print(f"frontier.py: error: {name} was validated on other workloads (its rules' means differ)",
-                  file=sys.stderr)  # fmt: skip
-            return 2
+            fail(f"{name} was validated on other workloads (its rules' means differ)")
     runs = {name: [p for p in r["curve"] if p["update"] >= args.from_update] for name, r in reports.items()}
     print("| run | checkpoints | BE p50 | BE p99 | TE p95 | at or below both rules on all four |")
     print("|---|---:|---:|---:|---:|---:|")
@@ -93,8 +121,11 @@ def main() -> int:
             print(row(name, points, rules))
     for name, values in rules.items():
         print(f"| `{name}` (rule) | | {values['be_p50']:.3f} | {values['be_p99']:.1f} | {values['te_p95']:.3f} | |")
+    others = compared_points(args.compare, rules) if args.compare is not None else {}
+    for name, values in others.items():
+        print(f"| `{name}` (compare) | | {values['be_p50']:.3f} | {values['be_p99']:.1f} | {values['te_p95']:.3f} | |")
     if args.plot is not None:
-        plot(runs, rules, args.plot)
+        plot(runs, rules, args.plot, others)
     return 0
 
 

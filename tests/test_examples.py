@@ -179,6 +179,27 @@ def test_frontier(tmp_path):
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [
         "frontier.py: error: c was validated on other workloads (its rules' means differ)"
     ]
+
+    # a comparison on the same workloads adds its other policies; one on other workloads is refused
+    def compared(fitgpp_p99: float) -> str:
+        def entry(te_p95: float, be_p50: float, be_p99: float) -> dict:
+            return {"te": {"slowdown_p95": te_p95}, "be": {"slowdown_p50": be_p50, "slowdown_p99": be_p99}}
+
+        policies = {"fitgpp": entry(1.05, 1.04, fitgpp_p99), "k8s": entry(1.04, 1.00, 70.0),
+                    "oracle": entry(1.03, 1.003, 48.0)}  # fmt: skip
+        path = tmp_path / f"cmp{fitgpp_p99}.json"
+        path.write_text(json.dumps({"policies": policies}))
+        return str(path)
+
+    out = _run("frontier.py", str(a), "--compare", compared(50.0), cwd=tmp_path)
+    assert out.splitlines()[-1] == "| `oracle` (compare) | | 1.003 | 48.0 | 1.030 | |"
+    done = subprocess.run([sys.executable, str(EXAMPLES / "frontier.py"), str(a), "--compare", compared(51.0)],
+                          cwd=tmp_path, capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "its fitgpp is not the runs'" in done.stderr
+    missing = subprocess.run([sys.executable, str(EXAMPLES / "frontier.py"), str(tmp_path / "none")], cwd=tmp_path,
+                             capture_output=True, text=True)  # fmt: skip
+    assert missing.returncode == 2 and missing.stderr.startswith("frontier.py: error: ")
+    assert missing.stderr.count("\n") == 1  # one line, no traceback
     pytest.importorskip("matplotlib")
-    _run("frontier.py", str(a), str(b), "--plot", str(tmp_path / "f.png"), cwd=tmp_path)
+    _run("frontier.py", str(a), str(b), "--compare", compared(50.0), "--plot", str(tmp_path / "f.png"), cwd=tmp_path)
     assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG"
