@@ -20,6 +20,9 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
+from schedgym.errors import SchedGymError
+from schedgym.experiments.plotting import check_figure_name
+
 FIGURES = ("te_p95", "be_p50", "be_p95", "be_p99")  # the headline figures, as training.json names them
 
 
@@ -34,8 +37,13 @@ def load(run: Path) -> dict[str, Any]:
     path = run / "training.json"
     try:
         report = json.loads(path.read_text(encoding="utf-8"))
-        report["curve"], report["validation_rules"]  # noqa: B018  (the keys this script reads)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        rules, curve = report["validation_rules"], report["curve"]
+        # Every figure this script compares, present and a number (a missing one would pass all() unseen).
+        if not rules or any(not isinstance(r[k], (int, float)) for r in rules.values() for k in FIGURES):
+            raise ValueError("no rules' means")
+        if any(not isinstance(p[k], (int, float)) for p in curve for k in (*FIGURES, "update")):
+            raise ValueError("a checkpoint without its figures")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         fail(f"{path}: not a training.json of agents.lean_ppo ({exc})")
     return report
 
@@ -65,6 +73,7 @@ def compared_points(path: Path, rules: dict[str, dict[str, float]]) -> dict[str,
     except (OSError, ValueError, KeyError, TypeError) as exc:
         fail(f"{path}: not a compare --json file ({exc})")
     for name, values in rules.items():
+        # Compare's means are the same runs' means summed in another order: equal up to float rounding.
         theirs = points.get(name)
         if theirs is None or any(abs(theirs[k] - values[k]) > 1e-9 * abs(values[k]) for k in ("be_p50", "be_p99")):
             fail(f"{path}: its {name} is not the runs' (other workloads?)")
@@ -73,7 +82,7 @@ def compared_points(path: Path, rules: dict[str, dict[str, float]]) -> dict[str,
 
 def plot(runs: dict[str, list[dict[str, float]]], rules: dict[str, dict[str, float]], path: Path,
          others: dict[str, dict[str, float]]) -> None:  # fmt: skip
-    from schedgym.experiments.plotting import new_figure, save_figure
+    from schedgym.experiments.plotting import new_figure, save_figure  # matplotlib only when drawing
 
     def draw() -> Any:
         fig = new_figure((8.0, 5.5))
@@ -95,7 +104,6 @@ def plot(runs: dict[str, list[dict[str, float]]], rules: dict[str, dict[str, flo
         ax.set_ylabel("BE p99 slowdown (validation mean)")
         ax.set_title("checkpoints; dominating both rules needs the lower left of the dotted lines", fontsize=9)
         ax.legend(fontsize=6, loc="upper right", ncol=2)
-        fig.tight_layout()
         return fig
 
     save_figure(path, draw, dpi=150)
@@ -108,24 +116,36 @@ def main() -> int:
     parser.add_argument("--plot", type=Path, default=None, help="the figure (.png, .pdf or .svg)")
     parser.add_argument("--compare", type=Path, default=None, help="a compare --json file on the same workloads")
     args = parser.parse_args()
-    reports = {run.name: load(run) for run in args.runs}
+    names = [run.absolute().name for run in args.runs]  # not resolved: a symlink's own name labels the run
+    if len(set(names)) < len(names):
+        fail("two runs have the same folder name (the name labels a run)")
+    reports = {name: load(run) for name, run in zip(names, args.runs, strict=True)}
     rules = next(iter(reports.values()))["validation_rules"]
     for name, report in reports.items():
-        if report["validation_rules"] != rules:
+        if report["validation_rules"] != rules:  # the same workloads give the same rules' means, to the bit
             fail(f"{name} was validated on other workloads (its rules' means differ)")
     runs = {name: [p for p in r["curve"] if p["update"] >= args.from_update] for name, r in reports.items()}
+    if not any(runs.values()):
+        fail(f"no run has a checkpoint from update {args.from_update} on")
+    others = compared_points(args.compare, rules) if args.compare is not None else {}  # before any output
+    if args.plot is not None:
+        try:
+            check_figure_name("--plot", args.plot)
+        except SchedGymError as exc:
+            fail(str(exc))
     print("| run | checkpoints | BE p50 | BE p99 | TE p95 | at or below both rules on all four |")
     print("|---|---:|---:|---:|---:|---:|")
     for name, points in runs.items():
-        if points:
-            print(row(name, points, rules))
+        print(row(name, points, rules) if points else f"| {name} | 0 | | | | 0 |")
     for name, values in rules.items():
         print(f"| `{name}` (rule) | | {values['be_p50']:.3f} | {values['be_p99']:.1f} | {values['te_p95']:.3f} | |")
-    others = compared_points(args.compare, rules) if args.compare is not None else {}
     for name, values in others.items():
         print(f"| `{name}` (compare) | | {values['be_p50']:.3f} | {values['be_p99']:.1f} | {values['te_p95']:.3f} | |")
     if args.plot is not None:
-        plot(runs, rules, args.plot, others)
+        try:
+            plot({name: points for name, points in runs.items() if points}, rules, args.plot, others)
+        except SchedGymError as exc:
+            fail(str(exc))
     return 0
 
 

@@ -200,6 +200,29 @@ def test_frontier(tmp_path):
                              capture_output=True, text=True)  # fmt: skip
     assert missing.returncode == 2 and missing.stderr.startswith("frontier.py: error: ")
     assert missing.stderr.count("\n") == 1  # one line, no traceback
+    # every refusal is one line and status 2, before any table is printed
+    empty = _training_json(tmp_path / "empty", [], rules)
+    no_p95 = tmp_path / "no_p95"
+    no_p95.mkdir()
+    point = {"update": 100, "te_p95": 1.0, "be_p50": 1.0, "be_p99": 1.0}  # be_p95 missing
+    (no_p95 / "training.json").write_text(json.dumps({"curve": [point], "validation_rules": rules}))
+    refused = {
+        (str(empty),): "no run has a checkpoint from update 100 on",
+        (str(no_p95),): "not a training.json of agents.lean_ppo",
+        (str(a), str(tmp_path / "x" / "a")): "two runs have the same folder name",
+        (str(a), "--compare", compared(51.0)): "its fitgpp is not the runs'",
+        (str(a), "--plot", str(tmp_path / "f.xyz")): "expected a .png, .pdf or .svg file name",
+    }
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "a").symlink_to(a)
+    for args, message in refused.items():
+        done = subprocess.run([sys.executable, str(EXAMPLES / "frontier.py"), *args], cwd=tmp_path,
+                              capture_output=True, text=True)  # fmt: skip
+        assert (done.returncode, done.stdout, done.stderr.count("\n")) == (2, "", 1), (args, done.stderr)
+        assert message in done.stderr, (args, done.stderr)
+    # a run without checkpoints in range keeps its row, with 0 of them
+    out = _run("frontier.py", str(a), str(empty), cwd=tmp_path)
+    assert "| empty | 0 | | | | 0 |" in out.splitlines()
     pytest.importorskip("matplotlib")
     _run("frontier.py", str(a), str(b), "--compare", compared(50.0), "--plot", str(tmp_path / "f.png"), cwd=tmp_path)
     assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG"
