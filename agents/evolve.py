@@ -116,13 +116,14 @@ class PlanScoreNetwork:
         """Scores (max_plans,) of one observation; illegal rows -inf."""
         mask = legal_rows(mask, self.wait)
         n_queue = 2 * self.queue_rows * QUEUE_WIDTH
-        head = obs[: self.head_width].astype(np.float64)
+        width = self.head_width  # once: this runs at every decision
+        head = obs[:width].astype(np.float64)
         rows = obs[N_HEAD_V2 + n_queue :].reshape(self.max_plans, PLAN_WIDTH).astype(np.float64)
         rows = (rows - self.row_mean) / self.row_scale
         p = self.params
         score = rows @ p[:PLAN_WIDTH]
         if self.hidden:
-            h, n_in = self.hidden, self.head_width + 2 * PLAN_WIDTH
+            h, n_in = self.hidden, width + 2 * PLAN_WIDTH
             at = PLAN_WIDTH
             w = p[at : at + h * n_in].reshape(h, n_in)
             at += h * n_in
@@ -130,8 +131,8 @@ class PlanScoreNetwork:
             v = p[at + h : at + 2 * h]
             legal = rows[mask]
             context = legal.mean(axis=0) if len(legal) else np.zeros(PLAN_WIDTH)
-            fixed = w[:, : self.head_width + PLAN_WIDTH] @ np.concatenate([head, context]) + b
-            score = score + np.tanh(rows @ w[:, self.head_width + PLAN_WIDTH :].T + fixed) @ v
+            fixed = w[:, : width + PLAN_WIDTH] @ np.concatenate([head, context]) + b
+            score = score + np.tanh(rows @ w[:, width + PLAN_WIDTH :].T + fixed) @ v
         return np.where(mask, score, -np.inf)
 
     def act(self, obs: np.ndarray, mask: np.ndarray) -> int:

@@ -27,19 +27,17 @@ from schedgym.experiments.figures import headline_figures
 from schedgym.experiments.stats import ci95, mean
 from schedgym.sim.job import JobClass
 from schedgym.sim.metrics import RunResult
-from schedgym.workloads.trace import Workload
 
 COLUMNS = ("BE p50", "BE p99", "tail: gangs", "tail: preempted", "tail: queue h", "tail: after start h",
            "tail: duration h", "preemptions")  # fmt: skip
 HOUR = 3600.0
 
 
-def tail_figures(result: RunResult, workload: Workload) -> dict[str, float]:
-    """The columns of one run (:data:`COLUMNS`)."""
+def tail_figures(result: RunResult, gang: np.ndarray) -> dict[str, float]:
+    """The columns of one run (:data:`COLUMNS`); ``gang``: which jobs of its workload run on several nodes."""
     figures = headline_figures(result)  # compare's BE p50 and p99, to the last digit
     p50, p99 = figures["be_p50"], figures["be_p99"]
     tail = (result.job_class == JobClass.BE) & (result.slowdown >= p99)
-    gang = np.array([spec.gang_size for spec in workload.table.specs]) > 1
     queue = result.first_start - result.submit
     after = result.completion - result.first_start - result.run_time
     values = (p50, p99, gang[tail].mean(), (result.preemptions[tail] > 0).mean(), queue[tail].mean() / HOUR,
@@ -79,11 +77,13 @@ def main() -> int:
     except SchedGymError as exc:
         print(f"be_tail.py: error: {exc}", file=sys.stderr)
         return 2
-    workloads = list(load_workloads(config, result.cluster))  # built once per seed, not once per policy
-    per_policy = {label: [tail_figures(run, workloads[i]) for i, run in enumerate(runs)]
+    # each seed's workload built once, read as the table's columns (no per-job objects)
+    columns = [w.table.columns for w in load_workloads(config, result.cluster)]
+    gangs = [c["gang"] > 1 for c in columns]
+    per_policy = {label: [tail_figures(run, gangs[i]) for i, run in enumerate(runs)]
                   for label, runs in result.runs.items()}  # fmt: skip
     print(table(per_policy))
-    be_gangs = [np.mean([s.gang_size > 1 for s in w.table.specs if s.job_class == JobClass.BE]) for w in workloads]
+    be_gangs = [gang[c["job_class"] == JobClass.BE].mean() for gang, c in zip(gangs, columns, strict=True)]
     print(f"\nGang jobs are {100 * mean(be_gangs):.1f}% of the BE jobs of these workloads.")
     return 0
 

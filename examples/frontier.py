@@ -20,10 +20,10 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
+from agents.evolve import FIGURES  # the headline figures, as training.json names them
+from agents.lean_ppo import dominated_figures
 from schedgym.errors import SchedGymError
 from schedgym.experiments.plotting import check_figure_name
-
-FIGURES = ("te_p95", "be_p50", "be_p95", "be_p99")  # the headline figures, as training.json names them
 
 
 def fail(message: str) -> NoReturn:
@@ -48,17 +48,12 @@ def load(run: Path) -> dict[str, Any]:
     return report
 
 
-def below_both(point: dict[str, float], rules: dict[str, dict[str, float]]) -> bool:
-    """Whether a checkpoint's four validation means are at or below the better rule's, figure by figure."""
-    return all(point[k] <= min(r[k] for r in rules.values()) for k in FIGURES)
-
-
 def row(name: str, points: list[dict[str, float]], rules: dict[str, dict[str, float]]) -> str:
     def span(key: str, digits: int) -> str:
         values = [p[key] for p in points]
         return f"{min(values):.{digits}f}-{max(values):.{digits}f}"
 
-    n_below = sum(below_both(p, rules) for p in points)
+    n_below = sum(dominated_figures(p, rules) == 0 for p in points)  # at or below both rules on all four
     return (f"| {name} | {len(points)} | {span('be_p50', 3)} | {span('be_p99', 1)} | {span('te_p95', 3)} | "
             f"{n_below} |")  # fmt: skip
 
