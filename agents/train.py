@@ -59,11 +59,15 @@ def model_kwargs(config: TrainConfig, tensorboard_log: str | None = None) -> dic
 
 def validation_workloads(env_id: str, env_kwargs: dict[str, Any], n: int) -> list[Any]:
     """The fixed validation workloads of the environment: its workload source's ``validation`` split (at
-    most as many as it has). Never the test workloads of ``schedgym compare``."""
+    most as many as it has; for ``mix``, levels 100,000 + i as ``schedgym compare --split validation``
+    plays them, each on its own cluster: :func:`run_figures`). Never the test workloads of ``schedgym compare``."""
     from schedgym.sim.cluster import resolve_cluster
+    from schedgym.workloads.distribution import level_seed
 
     cfg = env_config(env_id, env_kwargs)
     source = cfg.source
+    if source.kind == "mix":
+        return [source.mix_level(level_seed("validation", i))[1] for i in range(n)]
     cluster = resolve_cluster(cfg.cluster_name)
     available = source.n_evaluation("validation")
     count = n if available is None else min(n, available)
@@ -71,15 +75,25 @@ def validation_workloads(env_id: str, env_kwargs: dict[str, Any], n: int) -> lis
 
 
 def run_figures(policy: Any, env_id: str, env_kwargs: dict[str, Any], workloads: list[Any]) -> dict[str, list[float]]:
-    """Deterministic runs of ``policy`` on the given workloads, workload ``i`` with seed ``i``, through the
-    evaluation compare uses (:func:`~schedgym.experiments.evaluation.evaluate_policy`): per run, the return
-    the environment would give, the illegal actions, and the headline figures by key (``te_p95``, ...; of the
-    measured jobs, for trace windows with a warm-up)."""
+    """Deterministic runs of ``policy`` on the given workloads (:func:`validation_workloads`), workload ``i``
+    with seed ``i``, through the evaluation compare uses (:func:`~schedgym.experiments.evaluation.evaluate_policy`;
+    a ``mix`` level on its own cluster with its own estimate noise, as the environment's reset and compare
+    play it): per run, the return the environment would give, the illegal actions, and the headline figures
+    by key (``te_p95``, ...; of the measured jobs, for trace windows with a warm-up)."""
     from schedgym.experiments.evaluation import evaluate_policy, per_run
     from schedgym.sim.cluster import resolve_cluster
+    from schedgym.workloads.distribution import MIX, draw_level, level_seed
 
     cfg = env_config(env_id, env_kwargs)
-    return per_run(evaluate_policy(policy, resolve_cluster(cfg.cluster_name), workloads, sim=cfg.sim, env=cfg))
+    if cfg.source.kind != "mix":
+        return per_run(evaluate_policy(policy, resolve_cluster(cfg.cluster_name), workloads, sim=cfg.sim, env=cfg))
+    runs = []
+    for i, workload in enumerate(workloads):
+        level = draw_level(MIX, level_seed("validation", i))
+        runs += evaluate_policy(
+            policy, level.cluster, [workload], [i], cfg.sim, env=cfg, estimate_noise=level.estimate_noise
+        )
+    return per_run(runs)
 
 
 def evaluate(
@@ -557,6 +571,7 @@ def _imitate(
     from agents.imitation import Demonstrations, ImitationRecorder, pretrain
     from schedgym.experiments.runner import run_policy
     from schedgym.sim.cluster import resolve_cluster
+    from schedgym.workloads.distribution import level_seed
 
     imitation, seed = config.imitation, config.common.seed
     if imitation.imitate is None or expert is None:
@@ -578,12 +593,17 @@ def _imitate(
         while len(demos) < target:
             cfg, cluster = configs[k % len(configs)], clusters[k % len(configs)]
             k += 1
-            workload = cfg.source.episode(rng, cluster, split=cfg.split)
+            noise = cfg.estimate_noise
+            if cfg.source.kind == "mix":  # a training level, on its own cluster, as the environment's reset draws one
+                index = int(rng.integers(cfg.num_levels if cfg.num_levels is not None else 2**62))
+                cluster, workload, noise = cfg.source.mix_level(level_seed("train", index, cfg.num_levels))
+            else:
+                workload = cfg.source.episode(rng, cluster, split=cfg.split)
             recorder = ImitationRecorder(
                 expert,
                 demos,
                 max_candidates=cfg.max_candidates,
-                estimate_noise=cfg.estimate_noise,
+                estimate_noise=noise,
                 learner=learner,
                 beta=beta,
             )

@@ -132,6 +132,31 @@ def test_training_on_several_workloads_validates_on_each(tmp_path):
     assert set(meta["baselines"]) == {"paper", "philly"}
 
 
+def test_imitation_on_mix_records_training_levels_each_on_its_own_cluster(tmp_path, monkeypatch):
+    """It once stopped with "'mix' is synthetic: it has no pool of trace jobs"; the expert now plays
+    training levels (seeds from 1,000,000), each on its cluster with its estimate noise, as reset draws them."""
+    from schedgym.experiments import runner
+    from schedgym.workloads.distribution import MIX, draw_level
+
+    played = []
+    original = runner.run_policy
+
+    def spy(policy, cluster, workload, *args, **kwargs):
+        played.append((int(workload.name[4:-1]), cluster, policy.estimate_noise))
+        return original(policy, cluster, workload, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "run_policy", spy)
+    mix = {**TINY, "total_timesteps": 0, "imitate": "fitgpp", "imitate_decisions": 100, "imitate_rounds": 1}
+    mix["env_kwargs"] = {"workload": "mix"}
+    run_dir = train(TrainConfig.of(run_dir=str(tmp_path), **mix))
+    assert json.loads((run_dir / "model.json").read_text())["imitation"][0]["decisions"] >= 100
+    assert played and all(seed >= 1_000_000 for seed, _, _ in played)
+    for seed, cluster, noise in played:
+        level = draw_level(MIX, seed)
+        assert (cluster, noise) == (level.cluster, level.estimate_noise)
+    assert len({cluster.n_nodes for _, cluster, _ in played}) > 1
+
+
 @pytest.mark.parametrize(
     ("kwargs", "needle"),
     [

@@ -128,6 +128,39 @@ def test_training_on_a_bundled_trace_validates_on_its_validation_windows(tmp_pat
     assert (run_dir / "model.zip").is_file()
 
 
+def test_training_on_mix_validates_each_level_on_its_own_cluster_as_compare_does(tmp_path):
+    """`schedgym train --env-kwargs '{"workload": "mix"}'` once stopped on an assertion: validation asked
+    for windows of a trace. Validation level i is compare's validation seed i, on that level's cluster."""
+    from agents.train import Validation
+    from schedgym.experiments.figures import headline_figures
+
+    mix = {**TINY, "env_kwargs": {"workload": "mix"}, "n_eval_workloads": 2}
+    config = TrainConfig.of(run_dir=str(tmp_path), **mix)
+    validation = Validation(config, maskable=True)
+    compared = run_comparison(CompareConfig(workload="mix", split="validation", seeds=2, policies=("fitgpp", "k8s")))
+    for rule in ("fitgpp", "k8s"):
+        runs = compared.runs[rule]
+        assert runs[0].capacity_total.tolist() != runs[1].capacity_total.tolist()  # two levels, two clusters
+        ours = validation.baselines["mix"][rule]
+        for key in ("te_p95", "be_p50", "be_p95", "be_p99"):
+            assert ours[key] == [headline_figures(r)[key] for r in runs]
+    run_dir = train(config)
+    assert (run_dir / "model.zip").is_file()
+    # the learned agent is judged the same way: its validation figures are compare's runs of it
+    stats = json.loads((run_dir / "best_model.json").read_text())
+    assert stats["validation_workloads"] == 2
+
+
+def test_a_mix_level_is_not_an_evaluation_window_of_one_cluster():
+    from schedgym.workloads.source import WorkloadSource
+
+    mix = WorkloadSource(workload="mix")
+    with pytest.raises(ConfigError, match="own cluster"):
+        mix.evaluation("validation", 0, cluster_preset("paper"))
+    with pytest.raises(ConfigError, match="own cluster"):
+        mix.episode(np.random.default_rng(0), cluster_preset("paper"))
+
+
 def test_max_episode_steps_in_env_kwargs_is_gym_makes_not_the_configurations():
     from agents.train import env_config, validation_workloads
 

@@ -127,6 +127,8 @@ class WorkloadSource:
                     f"Workload {self.workload!r} has {available} {split} windows; workload {index} was asked for"
                 )
             wl = tw.window(split, int(index))
+        elif kind == "mix":  # a level has its own cluster, which the caller's would contradict
+            raise ConfigError("A 'mix' level runs on its own cluster: take it with mix_level(level_seed(split, i))")
         elif split == "test":
             wl = self._file()
         else:
@@ -233,6 +235,8 @@ class WorkloadSource:
         trace's ``split``."""
         if self.kind == "synthetic":
             return self.draw(rng, cluster)
+        if self.kind == "mix":  # a level brings its own cluster, which the caller's would contradict
+            raise ConfigError("A 'mix' episode runs on its own cluster: take it with mix_level(level_seed('train', i))")
         return self.random_window(rng, split=split)
 
     def random_window(self, rng: np.random.Generator, split: str = "train") -> Workload:
