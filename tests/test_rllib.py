@@ -284,6 +284,20 @@ def test_train_reports_every_evaluation_to_its_hook(tmp_path):
     assert reported[-1]["score"] == json.loads((run / "model.json").read_text())["final_evaluation"]["score"]
 
 
+@pytest.mark.filterwarnings("ignore:.*Overriding environment rllib-single-agent-env-v0")
+def test_training_on_mix_validates_on_the_levels_compare_plays(tmp_path):
+    """The env runners draw mix levels at reset; validation plays levels 100,000 + i on their clusters."""
+    from schedgym.experiments.compare import CompareConfig, run_comparison
+    from schedgym.experiments.figures import headline_figures
+
+    run = train(TrainConfig.of(**{**TINY_RLLIB, "run_dir": str(tmp_path), "env_kwargs": {"workload": "mix"}}))
+    fitgpp = json.loads((run / "model.json").read_text())["baselines"]["mix"]["fitgpp"]
+    (compared,) = run_comparison(CompareConfig(workload="mix", split="validation", seeds=1, policies=("fitgpp",))).runs[
+        "fitgpp"
+    ]
+    assert fitgpp["be_p99"] == pytest.approx(headline_figures(compared)["be_p99"], rel=1e-12)
+
+
 # ------------------------------------------------------------------ errors
 def test_negative_num_env_runners_is_one_line_exit_2(capsys, tmp_path):
     with pytest.raises(SystemExit) as exit_info:  # argparse's type check: it exits from parse_args
