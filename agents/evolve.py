@@ -280,6 +280,7 @@ class EvolveConfig:
         check_counts(self, ("hidden", "seed"), 0)
         check_reals(self, ("sigma", "learning_rate"), strict=True)
         check_reals(self, ("tail_weight", "estimate_noise"), strict=False)
+        check_episode_workload(self.workload)
 
     def validation(self) -> list[int]:
         return list(range(VALIDATION_SEED0, VALIDATION_SEED0 + self.validation_seeds))
@@ -290,6 +291,23 @@ class EvolveConfig:
 
     def command(self) -> str:
         return config_command(self, "agents.evolve")
+
+
+def check_episode_workload(workload: object) -> None:
+    """``workload`` a synthetic preset or ``mix``, else a ConfigError naming it (for this module's and
+    :mod:`agents.lean_ppo`'s configurations)."""
+    from schedgym.workloads.named import TRACE_WORKLOADS
+    from schedgym.workloads.source import MIX
+    from schedgym.workloads.synthetic import PRESETS
+
+    # Episodes are replayed by workload seed (reset's options["workload_seed"]), which only a synthetic draw or
+    # a mix level has: refused here, a trace would fail at the first reset on an option the user never set.
+    if workload in PRESETS or workload == MIX:
+        return
+    what = ", a bundled trace" if workload in TRACE_WORKLOADS else ""
+    raise ConfigError(
+        f"Expected workload to be a synthetic preset ({', '.join(sorted(PRESETS))}) or {MIX!r}, got {workload!r}{what}"
+    )
 
 
 def check_counts(config: object, names: Sequence[str], minimum: int) -> None:

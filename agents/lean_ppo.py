@@ -59,6 +59,7 @@ from agents.evolve import (
     PlanScoreNetwork,
     add_config_options,
     check_counts,
+    check_episode_workload,
     check_plot,
     check_reals,
     config_command,
@@ -183,6 +184,7 @@ class LeanPPOConfig:
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"Expected {name} one of {', '.join(allowed)}, got {getattr(self, name)!r}")
         check_reals(self, ("entropy_coef", "tail_weight"), strict=False)
+        check_episode_workload(self.workload)  # before env_config(), which takes a trace
         for name in ("te_tail", "be_tail"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and 1 <= value < float("inf")):

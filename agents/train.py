@@ -562,6 +562,22 @@ def workload_names(config: TrainConfig) -> list[str]:
     return [str(env_config(common.env_id, common.env_kwargs).source.name)]
 
 
+IDLE_WORKLOADS = 100
+"""imitation gives up after this many training workloads in a row without a decision (a load so low, or
+episodes so short, that the expert is never asked): without it, the recording loop would never end"""
+
+
+def _training_episode(cfg: Any, cluster: Any, rng: np.random.Generator) -> tuple[Any, Any, float]:
+    """A training episode of the environment configuration ``cfg`` drawn from ``rng``: its cluster, its jobs
+    and its estimate noise (a ``mix`` level's own cluster and noise, as the environment's reset draws one)."""
+    from schedgym.workloads.distribution import level_seed
+
+    if cfg.source.kind == "mix":
+        index = int(rng.integers(cfg.num_levels if cfg.num_levels is not None else 2**62))
+        return cfg.source.mix_level(level_seed("train", index, cfg.num_levels))
+    return cluster, cfg.source.episode(rng, cluster, split=cfg.split), cfg.estimate_noise
+
+
 def _imitate(
     config: TrainConfig, model: Any, maskable: bool, kwargs_of: list[dict[str, Any]], expert: Any
 ) -> list[dict[str, Any]]:
@@ -571,7 +587,6 @@ def _imitate(
     from agents.imitation import Demonstrations, ImitationRecorder, pretrain
     from schedgym.experiments.runner import run_policy
     from schedgym.sim.cluster import resolve_cluster
-    from schedgym.workloads.distribution import level_seed
 
     imitation, seed = config.imitation, config.common.seed
     if imitation.imitate is None or expert is None:
@@ -590,15 +605,17 @@ def _imitate(
         target = len(demos) + imitation.imitate_decisions
         unmatched = 0
         k = 0
+        idle = 0  # workloads in a row that asked the expert nothing
         while len(demos) < target:
+            if idle == IDLE_WORKLOADS:
+                raise ConfigError(
+                    f"imitation recorded no decision on {IDLE_WORKLOADS} training workloads in a row: "
+                    f"{', '.join(workload_names(config))} (as configured) never or seldom asks for a preemption"
+                )
+            before = len(demos)
             cfg, cluster = configs[k % len(configs)], clusters[k % len(configs)]
             k += 1
-            noise = cfg.estimate_noise
-            if cfg.source.kind == "mix":  # a training level, on its own cluster, as the environment's reset draws one
-                index = int(rng.integers(cfg.num_levels if cfg.num_levels is not None else 2**62))
-                cluster, workload, noise = cfg.source.mix_level(level_seed("train", index, cfg.num_levels))
-            else:
-                workload = cfg.source.episode(rng, cluster, split=cfg.split)
+            cluster, workload, noise = _training_episode(cfg, cluster, rng)
             recorder = ImitationRecorder(
                 expert,
                 demos,
@@ -609,6 +626,7 @@ def _imitate(
             )
             run_policy(recorder, cluster, workload, cfg.sim, rng=np.random.default_rng(rng.integers(2**63)))
             unmatched += recorder.n_unmatched
+            idle = idle + 1 if len(demos) == before else 0
         record_seconds = time.perf_counter() - t0
         t0 = time.perf_counter()
         fit = pretrain(

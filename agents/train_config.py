@@ -135,8 +135,20 @@ class CommonConfig:
             ids = sorted(i for i in gym.registry if i.startswith("schedgym/"))
             raise ConfigError(f"Unknown env_id {self.env_id!r}; schedgym registers {ids}")
         check_env_kwargs(self.env_id, self.env_kwargs)
+        if self.workloads and self.env_kwargs.get("trace") is not None:
+            # A trace wins over the workload name: every "workload" would be the trace, labelled otherwise.
+            raise ConfigError(f"--workloads {','.join(self.workloads)} and a trace in env_kwargs both set the workload")
         for kwargs in self.workload_kwargs():
             check_env_kwargs(self.env_id, kwargs)
+        cfg = env_config(self.env_id, self.env_kwargs)
+        if cfg.action_mode != "victim" or cfg.observation_version != 1:
+            # Validation, compare and the bundled agents read a trained network through the victim-by-victim
+            # protocol's version-1 rows (agents.learned.LearnedPolicy); the plan mode has its own trainers.
+            raise ConfigError(
+                f"schedgym train trains victim-by-victim agents on observation version 1; {self.env_id} with "
+                f"action_mode {cfg.action_mode!r} and observation_version {cfg.observation_version} is not one "
+                "(the plan mode: python -m agents.lean_ppo or python -m agents.evolve)"
+            )
 
     def _check_limits(self) -> None:
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or not 0 <= self.seed <= MAX_SEED:

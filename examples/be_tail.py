@@ -64,7 +64,7 @@ def main() -> int:
     parser.add_argument("--workload", default="paper", help="a named workload")
     parser.add_argument("--split", default="validation", help="validation (default) or test")
     parser.add_argument("--seeds", type=int, default=20, help="workloads, at least 2")
-    parser.add_argument("--jobs", type=int, default=5000, help="jobs per workload")
+    parser.add_argument("--jobs", type=int, default=None, help="jobs per workload (default: the workload's own)")
     parser.add_argument("--workers", type=int, default=1, help="processes (1: serial)")
     args = parser.parse_args()
     if args.seeds < 2:
@@ -77,13 +77,16 @@ def main() -> int:
     except SchedGymError as exc:
         print(f"be_tail.py: error: {exc}", file=sys.stderr)
         return 2
-    # each seed's workload built once, read as the table's columns (no per-job objects)
+    # Each seed's gang jobs, by id: a trace window's run keeps only the jobs measured after its warm-up.
     columns = [w.table.columns for w in load_workloads(config, result.cluster)]
-    gangs = [c["gang"] > 1 for c in columns]
-    per_policy = {label: [tail_figures(run, gangs[i]) for i, run in enumerate(runs)]
+    gang_ids = [np.asarray(c["job_id"], dtype=object)[c["gang"] > 1] for c in columns]
+    gangs = {label: [np.isin(np.asarray(run.job_ids, dtype=object), gang_ids[i]) for i, run in enumerate(runs)]
+             for label, runs in result.runs.items()}  # fmt: skip
+    per_policy = {label: [tail_figures(run, gangs[label][i]) for i, run in enumerate(runs)]
                   for label, runs in result.runs.items()}  # fmt: skip
     print(table(per_policy))
-    be_gangs = [gang[c["job_class"] == JobClass.BE].mean() for gang, c in zip(gangs, columns, strict=True)]
+    label, runs = next(iter(result.runs.items()))  # every policy ran the same jobs
+    be_gangs = [gang[run.job_class == JobClass.BE].mean() for gang, run in zip(gangs[label], runs, strict=True)]
     print(f"\nGang jobs are {100 * mean(be_gangs):.1f}% of the BE jobs of these workloads.")
     return 0
 

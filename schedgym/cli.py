@@ -131,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
         "of objectives and verdicts against fitgpp and k8s. --jobs then caps the synthetic workloads' jobs",
     )
     _add_executor_options(cmp)
-    cmp.set_defaults(option_defaults={dest: cmp.get_default(dest) for dest in _NOT_WITH_SUITE.values()})
+    cmp.set_defaults(option_defaults={dest: cmp.get_default(dest) for dest, _ in _NOT_WITH_SUITE.values()})
     _add_sweep_parser(sub)
     handlers = _add_plugin_commands(sub)
     _add_trace_parser(sub)
@@ -560,19 +560,22 @@ def _check_plot(path: str) -> None:
     check_figure_name("--plot", path)
 
 
+_SETS_EACH_WORKLOAD = ", which sets each workload itself"
+_NO_SUITE_FORM = ": it has no suite form (a suite writes --json, --markdown and --plot)"
 _NOT_WITH_SUITE = {
-    "--run-dir": "run_dir",
-    "--resume": "resume",
-    "--workload": "workload",
-    "--trace": "trace",
-    "--cluster": "cluster",
-    "--load": "load",
-    "--first-seed": "first_seed",
-    "--split": "split",
-    "--csv": "csv",
-    "--log-dir": "log_dir",
+    "--run-dir": ("run_dir", ": it has no suite form (a suite keeps no run folder)"),
+    "--resume": ("resume", ": it has no suite form (a suite keeps no run folder)"),
+    "--workload": ("workload", _SETS_EACH_WORKLOAD),
+    "--trace": ("trace", _SETS_EACH_WORKLOAD),
+    "--cluster": ("cluster", _SETS_EACH_WORKLOAD),
+    "--load": ("load", _SETS_EACH_WORKLOAD),
+    "--first-seed": ("first_seed", _SETS_EACH_WORKLOAD),
+    "--split": ("split", _SETS_EACH_WORKLOAD),
+    "--csv": ("csv", _NO_SUITE_FORM),
+    "--log-dir": ("log_dir", _NO_SUITE_FORM),
 }
-"""compare's options a suite sets itself per workload (or has no output for), by flag"""
+"""compare's options refused with --suite, by flag: (their dest, why). A suite chooses each workload itself,
+and some outputs have no suite form (docs/suite.md)."""
 
 
 def _compare_suite(args: argparse.Namespace) -> int:
@@ -580,9 +583,9 @@ def _compare_suite(args: argparse.Namespace) -> int:
     from schedgym.experiments.suite import format_table, run_suite, suite_configs, write_json, write_markdown
     from schedgym.experiments.suite import write_plot as write_suite_plot
 
-    for flag, dest in _NOT_WITH_SUITE.items():
+    for flag, (dest, why) in _NOT_WITH_SUITE.items():
         if getattr(args, dest) != args.option_defaults[dest]:
-            raise ConfigError(f"{flag} does not apply to --suite, which sets each workload itself")
+            raise ConfigError(f"{flag} does not apply to --suite{why}")
     executor = _executor(args)
     base = _compare_config(args)  # the policies and the simulator's rules, checked
     seeds = args.seeds if args.seeds else 20

@@ -335,6 +335,24 @@ def test_load_with_a_trace_is_rejected(tmp_path, capsys):
         assert "--load applies to synthetic workloads" in line
 
 
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ([], "Workload 'philly' has 7 test windows (0 to 6); --first-seed 50 is past them"),
+        (
+            ["--split", "validation"],
+            "Workload 'philly' has 3 validation windows (0 to 2); --first-seed 50 is past them",
+        ),
+    ],
+)
+def test_first_seed_past_a_traces_windows_names_them(extra, message, capsys):
+    # Without --seeds the default count was the windows left after --first-seed, 0 here, and the error
+    # "Expected seeds > 0, got 0" named an option the user never gave.
+    status = main(["compare", "--workload", "philly", "--first-seed", "50", *extra, "--no-progress"])
+    assert status == 2
+    assert assert_one_line_error(capsys.readouterr().err) == f"schedgym: error: {message}"
+
+
 def test_contended_alibaba_cluster_by_name(tmp_path):
     path = tmp_path / "out.json"
     argv = ["compare", "--workload", "alibaba2023", "--cluster", "alibaba2023-contended", "--policies", "fifo"]

@@ -152,6 +152,21 @@ def test_be_tail(tmp_path):
             assert rows[label][column].split(" ± ")[0] == f"{np.mean(values):.1f}"
 
 
+@pytest.mark.parametrize("workload", ["mix", "philly"])
+def test_be_tail_on_mix_and_on_a_trace(tmp_path, workload):
+    """--jobs once defaulted to 5,000, which `mix` refuses; a trace window's runs keep only its measured jobs
+    (after a warm-up), so its gang jobs are found by id, not by position."""
+    from schedgym.experiments.compare import CompareConfig, run_comparison
+    from schedgym.experiments.figures import headline_figures
+
+    out = _run("be_tail.py", "--workload", workload, "--policies", "fitgpp", "--seeds", "2", "--split", "test",
+               cwd=tmp_path)  # fmt: skip
+    table, _ = out.strip().split("\n\n")
+    row = table.splitlines()[2].strip("|").split(" | ")
+    (runs,) = run_comparison(CompareConfig(workload=workload, policies=("fitgpp",), seeds=2)).runs.values()
+    assert row[2].split(" ± ")[0] == f"{np.mean([headline_figures(r)['be_p99'] for r in runs]):.1f}"
+
+
 def _training_json(folder: Path, points: list[tuple[float, float, float, float]], rules: dict) -> Path:
     curve = [dict(zip(("te_p95", "be_p50", "be_p95", "be_p99"), p, strict=True), update=100 + 10 * i)
              for i, p in enumerate(points)]  # fmt: skip

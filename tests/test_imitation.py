@@ -157,6 +157,17 @@ def test_imitation_on_mix_records_training_levels_each_on_its_own_cluster(tmp_pa
     assert len({cluster.n_nodes for _, cluster, _ in played}) > 1
 
 
+def test_imitation_on_workloads_that_never_ask_stops_with_one_message(tmp_path, monkeypatch):
+    """At load 0.05 twenty jobs never contend: the recording loop once waited forever for a decision."""
+    import agents.train
+
+    monkeypatch.setattr(agents.train, "IDLE_WORKLOADS", 5)
+    quiet = {**TINY, "total_timesteps": 0, "imitate": "fitgpp", "imitate_decisions": 10, "imitate_rounds": 1}
+    quiet["env_kwargs"] = {"load": 0.05, "n_jobs": 20}
+    with pytest.raises(ConfigError, match="no decision on 5 training workloads in a row: paper"):
+        train(TrainConfig.of(run_dir=str(tmp_path), **quiet))
+
+
 @pytest.mark.parametrize(
     ("kwargs", "needle"),
     [

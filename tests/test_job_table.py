@@ -315,6 +315,32 @@ def test_check_workload_reports_the_same_first_problem_for_columns_and_specs():
             check_workload(list(sequence)[:1] + list(sequence)[2:], cl.capacity)
 
 
+def test_check_workload_says_how_many_nodes_fit_a_gang_member(engine):
+    # One node holds a member of "g" and the largest node is large enough: the count is the reason, not the size.
+    cl = ClusterSpec((NodeSpec("big", 8.0, 128.0, 768.0), NodeSpec("s0", 8.0, 32.0, 256.0),
+                      NodeSpec("s1", 8.0, 32.0, 256.0)))  # fmt: skip
+    jobs = [JobSpec("g", 0.0, 1.0, 16.0, cpus=64.0, mem_gb=1024.0, gang_size=2)]
+    with pytest.raises(ImpossibleJobError) as err:
+        check_workload(jobs, cl.capacity)
+    assert str(err.value) == (
+        "Job 'g' can never run: it needs 2 node(s) with gpus=8, cpus=32, mem_gb=512 each, "
+        "and only 1 node(s) are that large"
+    )
+    with pytest.raises(ImpossibleJobError) as got:
+        Simulator(cl, jobs, SimConfig(engine=engine))
+    assert str(got.value) == str(err.value)
+
+
+def test_check_workload_names_the_largest_node_only_when_it_is_too_small():
+    too_big = [JobSpec("b", 0.0, 1.0, 16.0)]
+    with pytest.raises(ImpossibleJobError, match="each, but the largest node offers gpus=8, cpus=0, mem_gb=0$"):
+        check_workload(too_big, cluster(8, 4).capacity)
+    # Each resource is offered by some node, but never all of them by one: no node is "the largest".
+    split = ClusterSpec((NodeSpec("gpu", 8.0, 1.0, 1.0), NodeSpec("cpu", 0.0, 64.0, 64.0)))
+    with pytest.raises(ImpossibleJobError, match=r"no node offers all three \(the most per node: gpus=8, cpus=64"):
+        check_workload([JobSpec("c", 0.0, 1.0, 4.0, cpus=8.0, mem_gb=8.0)], split.capacity)
+
+
 @pytest.mark.parametrize(
     "jobs",
     [

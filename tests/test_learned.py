@@ -171,7 +171,15 @@ def test_max_episode_steps_in_env_kwargs_is_gym_makes_not_the_configurations():
 
 @pytest.mark.parametrize(
     "kwargs, needle",
-    [({"env_id": "nosuch/Env-v0"}, "Unknown env_id"), ({"learning_rate": float("inf")}, "learning_rate")],
+    [
+        ({"env_id": "nosuch/Env-v0"}, "Unknown env_id"),
+        ({"learning_rate": float("inf")}, "learning_rate"),
+        # validation and compare read the network through version-1 victim rows: these once crashed there
+        ({"env_id": "schedgym/PreemptionPlan-v1"}, "agents.lean_ppo"),
+        ({"env_kwargs": {"observation_version": 2}}, "observation_version 2"),
+        # the trace would have won over each named workload, every run labelled with a name it was not
+        ({"workloads": ("paper", "mix"), "n_envs": 2, "env_kwargs": {"trace": "t.csv", "n_jobs": 20}}, "both set"),
+    ],
 )
 def test_train_config_rejects_unknown_env_and_non_finite_rates(kwargs, needle):
     with pytest.raises(ConfigError, match=needle):

@@ -33,12 +33,22 @@ def test_compare_mix_runs_test_levels_on_their_clusters():
         ({"first_seed": 99_999, "seeds": 2}, "Expected a test level seed in 0..99,999, got 100,000"),
         ({"n_jobs": 100}, "--jobs does not apply to 'mix'"),
         ({"cluster": "small"}, "--cluster does not apply to 'mix'"),
+        ({"load": 0.5}, "--load applies to synthetic workloads (paper, realistic); 'mix' draws its load per level"),
     ],
 )
 def test_compare_mix_refuses_what_does_not_apply(kwargs, message):
     with pytest.raises(ConfigError) as err:
         CompareConfig(policies=("fifo",), workload="mix", **kwargs)
     assert message in str(err.value)
+
+
+def test_cli_compare_mix_load_gives_the_mix_reason(capsys):
+    # The check that names --load ran first and called 'mix' a trace.
+    assert main(["compare", "--workload", "mix", "--load", "0.5"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "schedgym: error: --load applies to synthetic workloads (paper, realistic); 'mix' draws its load per level\n"
+    )
 
 
 def test_cli_compare_mix_two_levels(capsys):

@@ -5,11 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from schedgym.cli import main
 from schedgym.envs import PreemptionEnv
 from schedgym.errors import ConfigError
 from schedgym.experiments.compare import CompareConfig, run_comparison
 from schedgym.sim.cluster import resolve_cluster
 from schedgym.workloads.named import DAY, TRACE_WORKLOADS, trace_workload
+from schedgym.workloads.source import WorkloadSource
 
 
 @pytest.mark.parametrize("name", sorted(TRACE_WORKLOADS))
@@ -63,6 +65,22 @@ def test_too_many_seeds_for_the_test_windows_is_a_clear_error():
         run_comparison(CompareConfig(workload="philly", policies=("fifo",), seeds=n + 1), progress=False)
     with pytest.raises(ConfigError, match="--jobs"):
         run_comparison(CompareConfig(workload="philly", policies=("fifo",), n_jobs=10), progress=False)
+
+
+def test_a_trace_file_given_as_a_workload_name_is_pointed_to_trace(tmp_path, capsys):
+    # The old message allowed "(or a trace)" and then refused the trace it was given.
+    path = str(tmp_path / "t.csv")
+    with pytest.raises(ConfigError) as err:
+        WorkloadSource(workload=path)
+    assert str(err.value) == (
+        f"Expected workload in ['paper', 'realistic', 'alibaba2023', 'philly', 'mix'], got {path!r}; "
+        "a trace file is given as trace=PATH (schedgym compare --trace PATH), not as a workload name"
+    )
+    assert main(["compare", "--workload", path]) == 2
+    assert capsys.readouterr().err == f"schedgym: error: {err.value}\n"
+    with pytest.raises(ConfigError) as typo:  # a misspelt name is not taken for a path
+        WorkloadSource(workload="phily")
+    assert "trace" not in str(typo.value)
 
 
 def test_environment_draws_episodes_from_the_training_split():

@@ -185,6 +185,17 @@ def test_workload_and_cluster_can_be_swept():
     assert paper != realistic
 
 
+def test_a_mix_sweep_names_the_cluster_as_compare_does(tmp_path, capsys):
+    # Each mix level runs on its own cluster: the sweep named the 'paper' cluster its settings were set up with.
+    path = tmp_path / "sw.json"
+    argv = ["sweep", "--workload", "mix", "--set", "max_preemptions=1,2", "--seeds", "1", "--policies", "fifo"]
+    assert main([*argv, "--no-progress", "--json", str(path)]) == 0
+    compared = run_comparison(CompareConfig(policies=("fifo",), workload="mix", seeds=1), progress=False)
+    assert compared.cluster.name == "mix (each level its own)"
+    assert [s["cluster"] for s in json.loads(path.read_text())["settings"]] == [compared.cluster.name] * 2
+    assert f"workload mix, cluster {compared.cluster.name} (" in capsys.readouterr().out
+
+
 def test_marginal_averages_the_other_fields_seed_by_seed():
     result = run_sweep(SweepConfig(BASE, (("max_preemptions", (0, 1)), ("load", (0.9, 1.1)))), progress=False)
     summary = result.summary()
@@ -218,6 +229,14 @@ def test_marginal_averages_the_other_fields_seed_by_seed():
         (["--set", "te_gpus=1"], "'te_gpus' is a table"),
         (["--set", "grace_min=200", "--set", "grace_max=100"], "grace_min=200 grace_max=100: Expected 0 <= grace_min"),
         (["--set", "te_fraction=0.5", "--workload", "philly"], "te_fraction applies to synthetic workloads"),
+        (
+            ["--set", "load=0.5,0.6", "--workload", "mix"],
+            "load=0.5: --load applies to synthetic workloads (paper, realistic); 'mix' draws its load per level",
+        ),
+        (
+            ["--set", "load=0.5,0.6", "--workload", "philly"],
+            "load=0.5: --load applies to synthetic workloads (paper, realistic); 'philly' is a trace",
+        ),
         (["--set", "cluster=nope"], "Unknown cluster 'nope'"),
         (["--max-preemptions", "2", "--set", "max_preemptions=1,2"], "--max-preemptions and --set max_preemptions"),
         ([], "Expected at least one --set FIELD=v1,v2,..."),

@@ -107,19 +107,28 @@ class CompareConfig:
                 f"Expected distinct policies, got {list(self.policies)}: two are labelled {dup!r} "
                 "(give a saved agent its own NAME:PATH)"
             )
-        if self.load is not None and WorkloadSource(workload=self.workload, trace=self.trace).kind != "synthetic":
-            raise ConfigError(
-                f"--load applies to synthetic workloads ({', '.join(sorted(PRESETS))}); "
-                f"{self.trace or self.workload!r} is a trace"
-            )
+        # Checked here, before the source is made, so that the message names the option (--load) and the
+        # workload's own reason; the source's check would say the same without the option's name.
+        kind = WorkloadSource(workload=self.workload, trace=self.trace).kind if self.load is not None else None
+        if kind is not None and kind != "synthetic":
+            why = "'mix' draws its load per level" if kind == "mix" else f"{self.trace or self.workload!r} is a trace"
+            raise ConfigError(f"--load applies to synthetic workloads ({', '.join(sorted(PRESETS))}); {why}")
+        # first_seed first: the default seed count is the windows left after it.
+        if not isinstance(self.first_seed, int) or isinstance(self.first_seed, bool) or self.first_seed < 0:
+            raise ConfigError(f"Expected first_seed >= 0, got {self.first_seed!r}")
         if self.seeds == 0 and not isinstance(self.seeds, bool):
             available_windows = self.source.n_evaluation(self.split) if self.trace is None and self.workload else None
-            default = 20 if available_windows is None else max(0, min(20, available_windows - self.first_seed))
+            if available_windows is not None and self.first_seed >= available_windows:
+                # Otherwise the default would be 0 seeds and the error "Expected seeds > 0", which the user
+                # never gave.
+                raise ConfigError(
+                    f"Workload {self.workload!r} has {available_windows} {self.split} windows (0 to "
+                    f"{available_windows - 1}); --first-seed {self.first_seed} is past them"
+                )
+            default = 20 if available_windows is None else min(20, available_windows - self.first_seed)
             object.__setattr__(self, "seeds", default)
-        for name in ("seeds", "first_seed"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < (1 if name == "seeds" else 0):
-                raise ConfigError(f"Expected {name} {'> 0' if name == 'seeds' else '>= 0'}, got {value!r}")
+        if not isinstance(self.seeds, int) or isinstance(self.seeds, bool) or self.seeds < 1:
+            raise ConfigError(f"Expected seeds > 0, got {self.seeds!r}")
         if self.seeds > limits.MAX_SEEDS:
             raise ConfigError(
                 f"Expected at most {limits.MAX_SEEDS:,} seeds (schedgym.limits.MAX_SEEDS), got {self.seeds}"
@@ -437,9 +446,16 @@ def run_comparison(
     if config.synthetic:
         changed = (f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in config.synthetic)
         name = f"{name} ({', '.join(changed)})"
-    if source.kind == "mix":  # each seed ran on its level's cluster: the result names none of them
-        cluster = ClusterSpec(cluster.nodes, name="mix (each level its own)")
-    return ComparisonResult(config, cluster, name, runs, wall, workloads_vary=source.varies)
+    return ComparisonResult(config, reported_cluster(source, cluster), name, runs, wall, workloads_vary=source.varies)
+
+
+def reported_cluster(source: WorkloadSource, cluster: ClusterSpec) -> ClusterSpec:
+    """The cluster a result of ``source`` names: ``cluster``, the one its runs were set up with, except for
+    ``mix``, whose every seed ran on its own level's cluster, so that the result names none of them (compare
+    and sweep label the same runs alike)."""
+    if source.kind == "mix":
+        return ClusterSpec(cluster.nodes, name="mix (each level its own)")
+    return cluster
 
 
 def progress_bar(total: int, progress: bool | None):  # noqa: ANN201
@@ -464,5 +480,6 @@ __all__ = [
     "ExecutorConfig",
     "SummarisedRun",
     "progress_bar",
+    "reported_cluster",
     "run_comparison",
 ]

@@ -51,6 +51,7 @@ from schedgym.experiments.compare import (
     check_runs,
     dominance,
     progress_bar,
+    reported_cluster,
 )
 from schedgym.experiments.executors import ExecutorConfig, RunOutcome, RunSetting, execute, grid_context, make_tasks
 from schedgym.experiments.figures import HEADLINE, ClassFigure
@@ -372,7 +373,12 @@ def run_sweep(
         source = s.config.source
         comparisons.append(
             ComparisonResult(
-                s.config, rs.cluster, source.name, cast("dict[str, list[RunResult]]", runs), wall[k], source.varies
+                s.config,
+                reported_cluster(source, rs.cluster),
+                source.name,
+                cast("dict[str, list[RunResult]]", runs),
+                wall[k],
+                source.varies,
             )
         )
     return SweepResult(config, comparisons)

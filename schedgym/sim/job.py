@@ -650,11 +650,19 @@ def check_workload(specs: Sequence[JobSpec], capacity: np.ndarray) -> JobColumns
     if impossible < n:
         m = member[impossible]
         top = capacity.max(axis=0)
-        raise ImpossibleJobError(
+        needs = (
             f"Job {ids[impossible]!r} can never run: it needs {int(gang[impossible])} node(s) with "
-            f"gpus={m[0]:g}, cpus={m[1]:g}, mem_gb={m[2]:g} each, but the largest node "
-            f"offers gpus={top[0]:g}, cpus={top[1]:g}, mem_gb={top[2]:g}"
+            f"gpus={m[0]:g}, cpus={m[1]:g}, mem_gb={m[2]:g} each"
         )
+        largest = f"gpus={top[0]:g}, cpus={top[1]:g}, mem_gb={top[2]:g}"
+        fitting = int((capacity >= m - EPS).all(axis=1).sum())  # first_unplaceable's test
+        # A gang can fail with nodes large enough, only too few of them: then the largest node is no reason.
+        # The count is worded as the native engine's own message.
+        if fitting:
+            raise ImpossibleJobError(f"{needs}, and only {fitting} node(s) are that large")
+        if (m - EPS <= top).all():  # every resource is offered by some node, never all of them by one
+            raise ImpossibleJobError(f"{needs}, and no node offers all three (the most per node: {largest})")
+        raise ImpossibleJobError(f"{needs}, but the largest node offers {largest}")
     return columns
 
 

@@ -59,7 +59,13 @@ class WorkloadSource:
 
     def __post_init__(self) -> None:
         if self.trace is None and self.workload not in workload_names():
-            raise ConfigError(f"Expected workload in {workload_names()} (or a trace), got {self.workload!r}")
+            message = f"Expected workload in {workload_names()}, got {self.workload!r}"
+            # A path where a name goes: say where a trace file goes instead (no name holds a dot or a slash).
+            if isinstance(self.workload, str) and any(c in self.workload for c in "./\\"):
+                message += (
+                    "; a trace file is given as trace=PATH (schedgym compare --trace PATH), not as a workload name"
+                )
+            raise ConfigError(message)
         if self.n_jobs is not None and (
             not isinstance(self.n_jobs, (int, np.integer)) or isinstance(self.n_jobs, bool) or self.n_jobs < 1
         ):
