@@ -47,6 +47,7 @@ from schedgym.decision.plan_mode import PlanDecision, PlanPolicy
 from schedgym.decision.plans import PER_NODE
 from schedgym.errors import ConfigError, SchedGymError
 from schedgym.sim.policy import Policy
+from schedgym.workloads.synthetic import PRESETS
 
 PLAN_WIDTH = len(PLAN_FEATURES)
 """features per option row; the first is ``valid``"""
@@ -123,6 +124,10 @@ class PlanImitationConfig:
                 raise ConfigError(f"Expected {name} to be an integer >= 1, got {value!r}")
         if self.max_plans < 2:
             raise ConfigError(f"Expected max_plans >= 2 (wait and one plan), got {self.max_plans!r}")
+        if self.workload not in PRESETS:  # its workloads are seeded synthetic draws (WorkloadSource.seeded)
+            raise ConfigError(
+                f"Expected workload to be a synthetic preset ({', '.join(sorted(PRESETS))}), got {self.workload!r}"
+            )
         if not _is_int(self.queue_rows) or self.queue_rows < 0:
             raise ConfigError(f"Expected queue_rows to be an integer >= 0, got {self.queue_rows!r}")
         if not _is_int(self.seed) or self.seed < 0:

@@ -157,7 +157,8 @@ class WorkloadSource:
     def seeded(self, seed: int, cluster: ClusterSpec) -> Workload:
         """The synthetic workload of ``seed`` (the same for the environment's ``workload_seed`` and compare)."""
         if self.kind != "synthetic":
-            raise ConfigError(f"Seeded workloads are synthetic; {self.name!r} is a trace")
+            what = "a distribution of levels (mix_level)" if self.kind == "mix" else "a trace"
+            raise ConfigError(f"Seeded workloads are synthetic; {self.name!r} is {what}")
         if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
             raise ConfigError(f"Expected workload_seed to be an integer >= 0, got {seed!r}")
         rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0]))
