@@ -302,7 +302,7 @@ def check_episode_workload(workload: object) -> None:
 
     # Episodes are replayed by workload seed (reset's options["workload_seed"]), which only a synthetic draw or
     # a mix level has: refused here, a trace would fail at the first reset on an option the user never set.
-    if workload in PRESETS or workload == MIX:
+    if isinstance(workload, str) and (workload in PRESETS or workload == MIX):
         return
     what = ", a bundled trace" if workload in TRACE_WORKLOADS else ""
     raise ConfigError(

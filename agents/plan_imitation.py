@@ -124,7 +124,8 @@ class PlanImitationConfig:
                 raise ConfigError(f"Expected {name} to be an integer >= 1, got {value!r}")
         if self.max_plans < 2:
             raise ConfigError(f"Expected max_plans >= 2 (wait and one plan), got {self.max_plans!r}")
-        if self.workload not in PRESETS:  # its workloads are seeded synthetic draws (WorkloadSource.seeded)
+        # Its workloads are seeded synthetic draws (WorkloadSource.seeded).
+        if not isinstance(self.workload, str) or self.workload not in PRESETS:
             raise ConfigError(
                 f"Expected workload to be a synthetic preset ({', '.join(sorted(PRESETS))}), got {self.workload!r}"
             )

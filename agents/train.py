@@ -89,7 +89,10 @@ def run_figures(policy: Any, env_id: str, env_kwargs: dict[str, Any], workloads:
         return per_run(evaluate_policy(policy, resolve_cluster(cfg.cluster_name), workloads, sim=cfg.sim, env=cfg))
     runs = []
     for i, workload in enumerate(workloads):
-        level = draw_level(MIX, level_seed("validation", i))
+        seed = level_seed("validation", i)
+        if workload.name != f"mix[{seed}]":  # the level's cluster and noise are those of its seed
+            raise SchedGymError(f"Expected validation level {i} (mix[{seed}]) at position {i}, got {workload.name!r}")
+        level = draw_level(MIX, seed)
         runs += evaluate_policy(
             policy, level.cluster, [workload], [i], cfg.sim, env=cfg, estimate_noise=level.estimate_noise
         )
@@ -562,19 +565,19 @@ def workload_names(config: TrainConfig) -> list[str]:
     return [str(env_config(common.env_id, common.env_kwargs).source.name)]
 
 
-IDLE_WORKLOADS = 100
-"""imitation gives up after this many training workloads in a row without a decision (a load so low, or
-episodes so short, that the expert is never asked): without it, the recording loop would never end"""
+IDLE_WORKLOADS = 1000
+"""imitation gives up when the first this many training workloads of a round asked the expert nothing (a
+load so low, or episodes so short, that it is never asked): the recording loop would never end. Once one
+has asked, a round is recorded for as long as it takes (60-job `paper` episodes ask about once in a hundred)."""
 
 
 def _training_episode(cfg: Any, cluster: Any, rng: np.random.Generator) -> tuple[Any, Any, float]:
     """A training episode of the environment configuration ``cfg`` drawn from ``rng``: its cluster, its jobs
     and its estimate noise (a ``mix`` level's own cluster and noise, as the environment's reset draws one)."""
-    from schedgym.workloads.distribution import level_seed
+    from schedgym.workloads.distribution import draw_train_level_seed
 
     if cfg.source.kind == "mix":
-        index = int(rng.integers(cfg.num_levels if cfg.num_levels is not None else 2**62))
-        return cfg.source.mix_level(level_seed("train", index, cfg.num_levels))
+        return cfg.source.mix_level(draw_train_level_seed(rng, cfg.num_levels))
     return cluster, cfg.source.episode(rng, cluster, split=cfg.split), cfg.estimate_noise
 
 
@@ -605,14 +608,14 @@ def _imitate(
         target = len(demos) + imitation.imitate_decisions
         unmatched = 0
         k = 0
-        idle = 0  # workloads in a row that asked the expert nothing
+        start = len(demos)
         while len(demos) < target:
-            if idle == IDLE_WORKLOADS:
+            if k == IDLE_WORKLOADS and len(demos) == start:
                 raise ConfigError(
-                    f"imitation recorded no decision on {IDLE_WORKLOADS} training workloads in a row: "
-                    f"{', '.join(workload_names(config))} (as configured) never or seldom asks for a preemption"
+                    f"imitation recorded no decision on the first {IDLE_WORKLOADS} training workloads of round "
+                    f"{r}: {', '.join(workload_names(config))} (as configured) asks for a preemption seldom or never; "
+                    "give its episodes more jobs or more load"
                 )
-            before = len(demos)
             cfg, cluster = configs[k % len(configs)], clusters[k % len(configs)]
             k += 1
             cluster, workload, noise = _training_episode(cfg, cluster, rng)
@@ -626,7 +629,6 @@ def _imitate(
             )
             run_policy(recorder, cluster, workload, cfg.sim, rng=np.random.default_rng(rng.integers(2**63)))
             unmatched += recorder.n_unmatched
-            idle = idle + 1 if len(demos) == before else 0
         record_seconds = time.perf_counter() - t0
         t0 = time.perf_counter()
         fit = pretrain(

@@ -140,14 +140,18 @@ class CommonConfig:
             raise ConfigError(f"--workloads {','.join(self.workloads)} and a trace in env_kwargs both set the workload")
         for kwargs in self.workload_kwargs():
             check_env_kwargs(self.env_id, kwargs)
+        # Validation, compare and the bundled agents read a trained network through the victim-by-victim
+        # protocol's version-1 rows (agents.learned.LearnedPolicy): other observations would not reach it.
         cfg = env_config(self.env_id, self.env_kwargs)
-        if cfg.action_mode != "victim" or cfg.observation_version != 1:
-            # Validation, compare and the bundled agents read a trained network through the victim-by-victim
-            # protocol's version-1 rows (agents.learned.LearnedPolicy); the plan mode has its own trainers.
+        if cfg.action_mode != "victim":
             raise ConfigError(
-                f"schedgym train trains victim-by-victim agents on observation version 1; {self.env_id} with "
-                f"action_mode {cfg.action_mode!r} and observation_version {cfg.observation_version} is not one "
-                "(the plan mode: python -m agents.lean_ppo or python -m agents.evolve)"
+                f"schedgym train trains victim-by-victim agents; {self.env_id} is in the plan mode, which "
+                "python -m agents.lean_ppo and python -m agents.evolve train"
+            )
+        if cfg.observation_version != 1:
+            raise ConfigError(
+                f"schedgym train trains on observation version 1, which compare gives a saved agent; got "
+                f"observation_version {cfg.observation_version}"
             )
 
     def _check_limits(self) -> None:

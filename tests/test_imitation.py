@@ -158,14 +158,39 @@ def test_imitation_on_mix_records_training_levels_each_on_its_own_cluster(tmp_pa
 
 
 def test_imitation_on_workloads_that_never_ask_stops_with_one_message(tmp_path, monkeypatch):
-    """At load 0.05 twenty jobs never contend: the recording loop once waited forever for a decision."""
+    """At load 0.05 twenty jobs never contend: the recording loop once waited forever for a decision (here
+    a guard stops it after 20 workloads, so that the old code fails instead of hanging)."""
     import agents.train
+    from schedgym.experiments import runner
 
+    played = []
+    original = runner.run_policy
+
+    def guard(*args, **kwargs):
+        played.append(1)
+        assert len(played) <= 20, "imitation kept recording workloads that never ask"
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "run_policy", guard)
     monkeypatch.setattr(agents.train, "IDLE_WORKLOADS", 5)
     quiet = {**TINY, "total_timesteps": 0, "imitate": "fitgpp", "imitate_decisions": 10, "imitate_rounds": 1}
     quiet["env_kwargs"] = {"load": 0.05, "n_jobs": 20}
-    with pytest.raises(ConfigError, match="no decision on 5 training workloads in a row: paper"):
+    with pytest.raises(ConfigError, match="no decision on the first 5 training workloads of round 0: paper"):
         train(TrainConfig.of(run_dir=str(tmp_path), **quiet))
+    assert len(played) == 5
+
+
+def test_imitation_goes_on_while_a_workload_asks_now_and_then(tmp_path, monkeypatch):
+    """Only a round that records nothing at all is stopped: one that asks seldom is recorded to the end."""
+    import agents.train
+
+    # 100-job `paper` episodes of this seed ask 2, 0, 0, 0, 0, 0, 0, 0, 4, ... times: idle runs longer than 2
+    monkeypatch.setattr(agents.train, "IDLE_WORKLOADS", 2)
+    seldom = {**TINY, "total_timesteps": 0, "imitate": "fitgpp", "imitate_decisions": 10, "imitate_rounds": 1}
+    seldom["env_kwargs"] = {"n_jobs": 100}
+    run_dir = train(TrainConfig.of(run_dir=str(tmp_path), **seldom))
+    (round_,) = json.loads((run_dir / "model.json").read_text())["imitation"]
+    assert round_["decisions"] >= 10 and round_["workloads_recorded"] > 8
 
 
 @pytest.mark.parametrize(

@@ -51,6 +51,19 @@ def test_mix_same_seed_same_episode():
     assert _rollout(a, 3) == _rollout(b, 3)
 
 
+@pytest.mark.parametrize("num_levels", [None, 3])
+def test_reset_draws_its_level_as_imitation_does(num_levels):
+    """agents.train records a teacher on draw_train_level_seed's levels "as reset draws them": the same rule."""
+    from gymnasium.utils import seeding
+
+    from schedgym.workloads.distribution import draw_train_level_seed
+
+    env = PreemptionEnv(workload="mix", num_levels=num_levels)
+    for seed in range(5):
+        env.reset(seed=seed)
+        assert env.cluster.name == f"mix[{draw_train_level_seed(seeding.np_random(seed)[0], num_levels)}]"
+
+
 def test_mix_num_levels_restricts_training_levels():
     env = PreemptionEnv(workload="mix", num_levels=2)
     names = set()

@@ -290,12 +290,13 @@ def test_training_on_mix_validates_on_the_levels_compare_plays(tmp_path):
     from schedgym.experiments.compare import CompareConfig, run_comparison
     from schedgym.experiments.figures import headline_figures
 
-    run = train(TrainConfig.of(**{**TINY_RLLIB, "run_dir": str(tmp_path), "env_kwargs": {"workload": "mix"}}))
-    fitgpp = json.loads((run / "model.json").read_text())["baselines"]["mix"]["fitgpp"]
-    (compared,) = run_comparison(CompareConfig(workload="mix", split="validation", seeds=1, policies=("fitgpp",))).runs[
-        "fitgpp"
-    ]
-    assert fitgpp["be_p99"] == pytest.approx(headline_figures(compared)["be_p99"], rel=1e-12)
+    mix = {**TINY_RLLIB, "run_dir": str(tmp_path), "env_kwargs": {"workload": "mix"}, "n_eval_workloads": 2}
+    fitgpp = json.loads((train(TrainConfig.of(**mix)) / "model.json").read_text())["baselines"]["mix"]["fitgpp"]
+    compared = run_comparison(CompareConfig(workload="mix", split="validation", seeds=2, policies=("fitgpp",)))
+    runs = compared.runs["fitgpp"]
+    assert runs[0].capacity_total.tolist() != runs[1].capacity_total.tolist()  # two levels, two clusters
+    for key in ("te_p95", "be_p50", "be_p95", "be_p99"):
+        assert fitgpp[key] == pytest.approx(np.mean([headline_figures(r)[key] for r in runs]), rel=1e-12)
 
 
 # ------------------------------------------------------------------ errors

@@ -409,7 +409,7 @@ class PreemptionEnv(gym.Env):
     def _draw_level(self, options: dict[str, Any]) -> Workload:
         # A level is a pure function of its seed; the seed comes from np_random (reset's seed), so the same
         # reset seed gives the same episode. The cluster changes with the level; the spaces do not depend on it.
-        from schedgym.workloads.distribution import level_seed
+        from schedgym.workloads.distribution import draw_train_level_seed
 
         if "window_start" in options:
             raise SchedGymError("options['window_start'] applies to traces; 'mix' takes 'workload_seed' (a level seed)")
@@ -418,9 +418,7 @@ class PreemptionEnv(gym.Env):
             if not is_integer(seed) or seed < 0:
                 raise ConfigError(f"Expected workload_seed to be a level seed >= 0, got {seed!r}")
         else:
-            n = self.config.num_levels
-            index = int(self.np_random.integers(n if n is not None else 2**62))
-            seed = level_seed("train", index, n)
+            seed = draw_train_level_seed(self.np_random, self.config.num_levels)
         cluster, workload, noise = self.source.mix_level(int(seed))
         self.cluster = cluster
         self._estimate_noise = noise

@@ -157,6 +157,13 @@ def level_seed(split: str, index: int, num_levels: int | None = None) -> int:
     return seed
 
 
+def draw_train_level_seed(rng: np.random.Generator, num_levels: int | None = None) -> int:
+    """A training level seed drawn from ``rng``: one of the first ``num_levels`` (None: any). The environment's
+    reset draws its episodes' levels so, and imitation records its teacher on the same ones."""
+    index = int(rng.integers(num_levels if num_levels is not None else 2**62))
+    return level_seed("train", index, num_levels)
+
+
 def check_level_seed(split: str, seed: int, stop: int | None = None) -> None:
     """Raise a ConfigError unless ``seed`` is a level seed of ``split`` (below ``stop`` if given)."""
     if split not in LEVEL_SPLITS:
@@ -245,5 +252,6 @@ __all__ = [
     "WorkloadDistribution",
     "check_level_seed",
     "draw_level",
+    "draw_train_level_seed",
     "level_seed",
 ]
