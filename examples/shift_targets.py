@@ -4,6 +4,7 @@ dominated by fitgpp or k8s, its TE p95 is within 5% of the lower of the two rule
 
     python examples/shift_targets.py --policy lean-ppo --workers 2      # 20 test seeds, about 40 s
     python examples/shift_targets.py --policy mine:runs/x/agent.npz --seeds 5 --jobs 2000
+    python examples/shift_targets.py --policy mine:runs/x/agent.npz --split validation   # to choose an agent
 
 Prints one markdown row per workload and a last line saying on how many workloads all three hold. The figures
 come from the same runs as `schedgym compare --suite shifts --policies fitgpp,k8s,POLICY` (docs/suite.md).
@@ -49,6 +50,8 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=20, help="seeds per workload, at least 2 (a trace: its windows)")
     parser.add_argument("--jobs", type=int, default=None, help="cap on each synthetic workload's jobs")
     parser.add_argument("--workers", type=int, default=1, help="processes (1: serial)")
+    parser.add_argument("--split", choices=("test", "validation"), default="test",
+                        help="test seeds (to report) or validation seeds (to choose an agent)")  # fmt: skip
     args = parser.parse_args()
     if args.seeds < 2:
         parser.error("--seeds must be at least 2: the verdicts and the interval need paired seeds")
@@ -57,7 +60,8 @@ def main() -> int:
         if name in RULES:
             raise SchedGymError(f"--policy {args.policy!r} is one of the rules it is judged against")
         workers = ExecutorConfig(kind="process", workers=args.workers) if args.workers > 1 else ExecutorConfig()
-        result = run_suite("shifts", (*RULES, args.policy), seeds=args.seeds, max_jobs=args.jobs, executor=workers)
+        result = run_suite("shifts", (*RULES, args.policy), seeds=args.seeds, max_jobs=args.jobs, split=args.split,
+                           executor=workers)  # fmt: skip
     except SchedGymError as exc:
         print(f"schedgym: error: {exc}", file=sys.stderr)
         return 2
@@ -79,7 +83,8 @@ def main() -> int:
         print(f"| {entry.name} | {agent.verdict['fitgpp']} | {agent.verdict['k8s']} | {te_p95[name]:.3f} | "
               f"{te_p95[te_rule]:.3f} ({te_rule}) | {diff:+.3f} ± {shown} ({better}) | "
               f"{'fails: ' + ', '.join(failed) if failed else 'holds'} |")  # fmt: skip
-    print(f"\ntarget 3 holds on {held} of {len(result.entries)} workloads for {name}")
+    seeds = "" if args.split == "test" else " (validation seeds)"
+    print(f"\ntarget 3 holds on {held} of {len(result.entries)} workloads for {name}{seeds}")
     return 0
 
 

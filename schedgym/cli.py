@@ -570,7 +570,6 @@ _NOT_WITH_SUITE = {
     "--cluster": ("cluster", _SETS_EACH_WORKLOAD),
     "--load": ("load", _SETS_EACH_WORKLOAD),
     "--first-seed": ("first_seed", _SETS_EACH_WORKLOAD),
-    "--split": ("split", _SETS_EACH_WORKLOAD),
     "--csv": ("csv", _NO_SUITE_FORM),
     "--log-dir": ("log_dir", _NO_SUITE_FORM),
 }
@@ -589,7 +588,7 @@ def _compare_suite(args: argparse.Namespace) -> int:
     executor = _executor(args)
     base = _compare_config(args)  # the policies and the simulator's rules, checked
     seeds = args.seeds if args.seeds else 20
-    suite_configs(args.suite, base.policies, seeds=seeds, sim=base.sim, max_jobs=args.jobs)  # checked first
+    suite_configs(args.suite, base.policies, seeds=seeds, sim=base.sim, max_jobs=args.jobs, split=args.split)
     _check_outputs((("--json", args.json), ("--markdown", args.markdown), ("--plot", args.plot)))
     if args.plot:
         _check_plot(args.plot)
@@ -600,6 +599,7 @@ def _compare_suite(args: argparse.Namespace) -> int:
             seeds=seeds,
             sim=base.sim,
             max_jobs=args.jobs,
+            split=args.split,
             executor=executor,
             progress=False if args.no_progress else None,
         ),

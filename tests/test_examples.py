@@ -87,6 +87,11 @@ def test_shift_targets(tmp_path):
     assert len(rows) == 10 and rows[0].startswith("| paper (capped at 300 jobs) |")
     held = sum(row.endswith("| holds |") for row in rows)
     assert last == f"target 3 holds on {held} of 10 workloads for lean-ppo"
+    # on the validation seeds: other workloads, the same judgement (the suite's split is tested in test_suite.py)
+    out = _run("shift_targets.py", "--policy", "lean-ppo", "--seeds", "2", "--jobs", "300", "--split", "validation",
+               cwd=tmp_path)  # fmt: skip
+    other, last = out.strip().split("\n\n")
+    assert len(other.splitlines()) == 12 and other != table and last.endswith("for lean-ppo (validation seeds)")
     # a rule, an unknown name and a single seed are refused in one line
     for args, needle in ((("--policy", "fitgpp"), "one of the rules"), (("--policy", "nope"), "nope"),
                          (("--policy", "lean-ppo", "--seeds", "1"), "at least 2")):  # fmt: skip

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -224,6 +225,24 @@ def test_a_suite_entry_runs_what_compare_runs(tiny_suite):
     assert alone["workload"] == "paper (te_duration_median=2700)"
 
 
+def test_a_suite_on_the_validation_split_runs_what_compare_runs_there(tiny_suite):
+    """Model selection across the suite without the test seeds: each entry's validation workloads (synthetic
+    seeds 100,000 + i, a trace's validation windows), as compare --split validation runs them."""
+    from schedgym.experiments.compare import run_comparison
+
+    configs = suite_configs(tiny_suite, POLICIES, seeds=20, split="validation")
+    assert [c.split for c in configs] == ["validation"] * 3
+    assert configs[2].seeds == WorkloadSource(workload="alibaba2023").n_evaluation("validation") < 20
+    result = run_suite(tiny_suite, POLICIES, seeds=2, split="validation", progress=False)
+    for k, config in ((0, CompareConfig(policies=POLICIES, seeds=2, n_jobs=80, split="validation")),
+                      (2, configs[2])):  # fmt: skip
+        alone = run_comparison(replace(config, seeds=min(2, config.seeds)), progress=False).summary()
+        for name in POLICIES:
+            assert result.comparisons[k]["policies"][name]["per_seed"] == alone["policies"][name]["per_seed"]
+    test = run_suite(tiny_suite, POLICIES, seeds=2, progress=False).comparisons[0]["policies"]["fitgpp"]
+    assert test["per_seed"] != result.comparisons[0]["policies"]["fitgpp"]["per_seed"]
+
+
 # --------------------------------------------------------------------------------------------- the command
 @pytest.fixture(scope="module")
 def cli_outputs(tmp_path_factory):
@@ -255,7 +274,6 @@ def test_cli_writes_the_table_markdown_json_and_plot(cli_outputs, tiny, capsys):
         (["--suite", "shifts", "--cluster", "large"], "--cluster does not apply to --suite"),
         (["--suite", "shifts", "--load", "0.9"], "--load does not apply to --suite"),
         (["--suite", "shifts", "--first-seed", "3"], "--first-seed does not apply to --suite"),
-        (["--suite", "shifts", "--split", "validation"], "--split does not apply to --suite"),
         (["--suite", "shifts", "--trace", "x.csv"], "--trace does not apply to --suite"),
         (["--suite", "shifts", "--csv", "x.csv"], "--csv does not apply to --suite: it has no suite form"),
         (["--suite", "shifts", "--log-dir", "logs"], "--log-dir does not apply to --suite: it has no suite form"),

@@ -59,11 +59,14 @@ class SuiteEntry:
     synthetic: tuple[tuple[str, Any], ...] = ()
     """fields of the synthetic preset replaced (:attr:`CompareConfig.synthetic`)"""
 
-    def config(self, policies: Sequence[str], seeds: int, sim: SimConfig, max_jobs: int | None = None) -> CompareConfig:
-        """The comparison of ``policies`` on this workload: ``seeds`` seeds, or fewer where a bundled trace has
-        fewer test windows; ``max_jobs`` caps a synthetic workload's jobs (a quick look)."""
+    def config(
+        self, policies: Sequence[str], seeds: int, sim: SimConfig, max_jobs: int | None = None, split: str = "test"
+    ) -> CompareConfig:
+        """The comparison of ``policies`` on this workload: ``seeds`` seeds of ``split`` (``test``, or
+        ``validation`` for model selection), or fewer where a bundled trace has fewer windows there;
+        ``max_jobs`` caps a synthetic workload's jobs (a quick look)."""
         source = WorkloadSource(workload=self.workload)
-        available = source.n_evaluation("test")
+        available = source.n_evaluation(split)
         n_jobs = self.n_jobs
         if max_jobs is not None and source.kind == "synthetic":
             n_jobs = min(n_jobs if n_jobs is not None else preset(self.workload).n_jobs, max_jobs)
@@ -76,6 +79,7 @@ class SuiteEntry:
             load=self.load,
             sim=sim,
             synthetic=self.synthetic,
+            split=split,
         )
 
 
@@ -198,11 +202,17 @@ def suite_entries(name: str) -> tuple[SuiteEntry, ...]:
 
 
 def suite_configs(
-    name: str, policies: Sequence[str], *, seeds: int = 20, sim: SimConfig | None = None, max_jobs: int | None = None
+    name: str,
+    policies: Sequence[str],
+    *,
+    seeds: int = 20,
+    sim: SimConfig | None = None,
+    max_jobs: int | None = None,
+    split: str = "test",
 ) -> list[CompareConfig]:
-    """Every entry's comparison, checked before anything runs (unknown policies, limits)."""
+    """Every entry's comparison on ``split``, checked before anything runs (unknown policies, limits)."""
     sim = sim if sim is not None else SimConfig()
-    return [e.config(policies, seeds, sim, max_jobs) for e in suite_entries(name)]
+    return [e.config(policies, seeds, sim, max_jobs, split) for e in suite_entries(name)]
 
 
 def suite_tasks(configs: Sequence[CompareConfig]) -> list[RunTask]:
@@ -225,11 +235,13 @@ def run_suite(
     seeds: int = 20,
     sim: SimConfig | None = None,
     max_jobs: int | None = None,
+    split: str = "test",
     executor: ExecutorConfig | str = "serial",
     progress: bool | None = None,
     clock: Callable[[], float] | None = None,
 ) -> SuiteResult:
-    """Run suite ``name``: ``schedgym compare`` of ``policies`` on each workload (see :func:`suite_configs`).
+    """Run suite ``name``: ``schedgym compare`` of ``policies`` on each workload (see :func:`suite_configs`),
+    on the ``split`` seeds (``validation``: to choose among agents without looking at the test seeds).
     Every (workload, seed, policy) run is one task of one grid (:func:`suite_tasks`), so a parallel executor
     starts once and keeps its workers busy across workloads; it changes the time taken, never the results.
     ``progress``: None shows a bar on a terminal only."""
@@ -238,7 +250,7 @@ def run_suite(
     if isinstance(executor, str):
         executor = ExecutorConfig(kind=executor)
     clock = clock if clock is not None else time.perf_counter
-    configs = suite_configs(name, policies, seeds=seeds, sim=sim, max_jobs=max_jobs)
+    configs = suite_configs(name, policies, seeds=seeds, sim=sim, max_jobs=max_jobs, split=split)
     start = clock()
     clusters = [resolve_cluster(c.cluster if c.cluster is not None else c.source.default_cluster) for c in configs]
     tasks = suite_tasks(configs)
