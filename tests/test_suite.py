@@ -234,6 +234,7 @@ def test_a_suite_on_the_validation_split_runs_what_compare_runs_there(tiny_suite
     assert [c.split for c in configs] == ["validation"] * 3
     assert configs[2].seeds == WorkloadSource(workload="alibaba2023").n_evaluation("validation") < 20
     result = run_suite(tiny_suite, POLICIES, seeds=2, split="validation", progress=False)
+    assert [e.name for e in result.entries][:2] == ["paper (validation)", "paper TE x3 (validation)"]
     for k, config in ((0, CompareConfig(policies=POLICIES, seeds=2, n_jobs=80, split="validation")),
                       (2, configs[2])):  # fmt: skip
         alone = run_comparison(replace(config, seeds=min(2, config.seeds)), progress=False).summary()

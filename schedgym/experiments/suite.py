@@ -280,6 +280,8 @@ def run_suite(
         comparison = ComparisonResult(config, cluster, source.name, runs, wall[k], source.varies)
         summaries.append(comparison.summary())
     entries = suite_entries(name)
+    if split != "test":  # the rows say which seeds ran, as compare's workload name does
+        entries = tuple(replace(e, name=f"{e.name} ({split})") for e in entries)
     if max_jobs is not None:  # the rows say what ran
         entries = tuple(
             replace(e, name=f"{e.name} (capped at {c.n_jobs:,} jobs)")
