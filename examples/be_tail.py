@@ -77,16 +77,16 @@ def main() -> int:
     except SchedGymError as exc:
         print(f"be_tail.py: error: {exc}", file=sys.stderr)
         return 2
-    # Each seed's gang jobs, by id: a trace window's run keeps only the jobs measured after its warm-up.
+    # Each seed's gang jobs, by id: a trace window's run keeps only the jobs measured after its warm-up. Every
+    # policy ran the same jobs of a seed, in the same order: one mask per seed serves them all.
     columns = [w.table.columns for w in load_workloads(config, result.cluster)]
-    gang_ids = [np.asarray(c["job_id"], dtype=object)[c["gang"] > 1] for c in columns]
-    gangs = {label: [np.isin(np.asarray(run.job_ids, dtype=object), gang_ids[i]) for i, run in enumerate(runs)]
-             for label, runs in result.runs.items()}  # fmt: skip
-    per_policy = {label: [tail_figures(run, gangs[label][i]) for i, run in enumerate(runs)]
+    first = next(iter(result.runs.values()))
+    gangs = [np.isin(np.asarray(run.job_ids, dtype=object), np.asarray(c["job_id"], dtype=object)[c["gang"] > 1])
+             for run, c in zip(first, columns, strict=True)]  # fmt: skip
+    per_policy = {label: [tail_figures(run, gangs[i]) for i, run in enumerate(runs)]
                   for label, runs in result.runs.items()}  # fmt: skip
     print(table(per_policy))
-    label, runs = next(iter(result.runs.items()))  # every policy ran the same jobs
-    be_gangs = [gang[run.job_class == JobClass.BE].mean() for gang, run in zip(gangs[label], runs, strict=True)]
+    be_gangs = [gang[run.job_class == JobClass.BE].mean() for gang, run in zip(gangs, first, strict=True)]
     print(f"\nGang jobs are {100 * mean(be_gangs):.1f}% of the BE jobs of these workloads.")
     return 0
 

@@ -162,21 +162,25 @@ def test_bad_configuration_is_refused(overrides, message):
         EvolveConfig(**overrides)
 
 
+@pytest.mark.parametrize("trainer", ["evolve", "lean_ppo"])  # both check with check_episode_workload
 @pytest.mark.parametrize(
     "workload, got",
     [("philly", "'philly', a bundled trace"), ("alibaba2023", "'alibaba2023', a bundled trace"),
      ("/tmp/t.csv", "'/tmp/t.csv'")],
 )  # fmt: skip
-def test_a_workload_without_workload_seeds_is_refused_by_name(workload, got, tmp_path, capsys):
+def test_a_workload_without_workload_seeds_is_refused_by_name(trainer, workload, got, tmp_path, capsys):
     # Episodes are replayed by workload seed: a trace used to fail at the first reset, on options['workload_seed'].
+    from agents import lean_ppo
+
+    module, config = {"evolve": (evolve, EvolveConfig), "lean_ppo": (lean_ppo, lean_ppo.LeanPPOConfig)}[trainer]
     expected = f"Expected workload to be a synthetic preset (paper, realistic) or 'mix', got {got}"
     with pytest.raises(ConfigError) as err:
-        EvolveConfig(workload=workload)
+        config(workload=workload)
     assert str(err.value) == expected
-    assert evolve.main(["--out", str(tmp_path / "x"), "--workload", workload]) == 2
+    assert module.main(["--out", str(tmp_path / "x"), "--workload", workload]) == 2
     assert capsys.readouterr().err == f"schedgym: error: {expected}\n"
     assert not (tmp_path / "x").exists()
-    assert EvolveConfig(workload="mix").workload == "mix"
+    assert config(workload="mix").workload == "mix"
 
 
 def test_command_line_errors_are_one_line_and_exit_2(tmp_path):

@@ -116,20 +116,6 @@ def test_config_is_validated(overrides, message):
         LeanPPOConfig(**overrides)
 
 
-@pytest.mark.parametrize("workload", ["philly", "alibaba2023"])
-def test_a_bundled_trace_is_refused_by_name(workload, tmp_path, capsys):
-    # Episodes are replayed by workload seed: a trace used to fail at the first reset, on options['workload_seed'].
-    expected = (
-        f"Expected workload to be a synthetic preset (paper, realistic) or 'mix', got {workload!r}, a bundled trace"
-    )
-    with pytest.raises(ConfigError) as err:
-        LeanPPOConfig(workload=workload)
-    assert str(err.value) == expected
-    assert lean_ppo.main(["--out", str(tmp_path / "x"), "--workload", workload]) == 2
-    assert capsys.readouterr().err == f"schedgym: error: {expected}\n"
-    assert not (tmp_path / "x").exists()
-
-
 def test_te_weight_weighs_the_training_reward_only():
     # the same decisions on the same workload: TE's part of the reward doubles, BE's is unchanged
     parts = []
