@@ -690,6 +690,8 @@ def _finite(obj: Any) -> Any:
 
 def format_report(report: dict[str, Any]) -> str:
     """The report as text."""
+    from schedgym.experiments.report import format_interval
+
     t = report["teacher"]
     lines = [f"validation seeds {report['val_seeds'][0]}-{report['val_seeds'][-1]}: {t['requests']} requests with "
              f"a choice, {t['options_per_request']:.2f} options per request (wait included; "
@@ -704,9 +706,9 @@ def format_report(report: dict[str, Any]) -> str:
         lines.append("mean slowdown per job (TE and BE weight 1), per seed; preemptions")
         for name, v in p["policies"].items():
             per = ", ".join(f"{x:.4f}" for x in v["slowdown_per_job"])
-            lines.append(f"  {name:<22} {v['mean']:.4f} ± {v['ci95']:.4f}  [{per}]  {v['preemptions']}")
+            lines.append(f"  {name:<22} {format_interval(v['mean'], v['ci95'], 4)}  [{per}]  {v['preemptions']}")
         for name, d in p["student_minus"].items():
-            lines.append(f"  student minus {name:<22} {d['mean']:+.4f} ± {d['ci95']:.4f}")
+            lines.append(f"  student minus {name:<22} {format_interval(d['mean'], d['ci95'], 4, signed=True)}")
     lines.append(f"timings: {', '.join(f'{k} {v:.0f}' for k, v in report['timings'].items())}")
     return "\n".join(lines)
 

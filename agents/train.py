@@ -660,13 +660,15 @@ def _imitate(
 
 def format_evaluation(stats: dict[str, Any], rules: tuple[str, ...]) -> str:
     """The validation figures of every workload, and the paired differences to each rule."""
+    from schedgym.experiments.report import format_interval
+
     lines = [f"validation (score {stats['score']:.3f}):"]
     for name, per in stats["workloads"].items():
         figs = ", ".join(f"{f} {v:.3f}" for f, v in per["figures"].items())
         lines.append(f"  {name}: return {per['mean_return']:.1f}, {figs}")
         for rule in rules:
             diffs = per.get("minus", {}).get(rule, {})
-            text = ", ".join(f"{f} {d['mean']:+.3f} ± {d['ci95']:.3f}" for f, d in diffs.items())
+            text = ", ".join(f"{f} {format_interval(d['mean'], d['ci95'], signed=True)}" for f, d in diffs.items())
             lines.append(f"    minus {rule}: {text}")
     return "\n".join(lines)
 

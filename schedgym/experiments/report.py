@@ -115,14 +115,20 @@ def format_table(result: ComparisonResult) -> str:
             if ref not in e["paired"]:
                 continue
             p = e["paired"][ref]
-            cells = [_pm(f.in_summary(p)["mean"], f.in_summary(p)["ci95"]) for f in HEADLINE]
+            cells = [format_interval(f.in_summary(p)["mean"], f.in_summary(p)["ci95"], signed=True) for f in HEADLINE]
             lines.append(f"{name:<{width}} " + " ".join(f"{c:>19}" for c in cells) + f"  {dominance(p)}")
     return "\n".join(lines)
 
 
-def _pm(mean: float, half: float) -> str:
-    """``+0.012 ± 0.003``, or the mean alone when there is no interval."""
-    return f"{mean:+.3f}" if math.isnan(half) else f"{mean:+.3f} ± {half:.3f}"
+def format_interval(mean: float, half: float, digits: int = 3, *, signed: bool = False, missing: str = "-") -> str:
+    """``0.012 ± 0.003`` (``+0.012 ± 0.003`` when ``signed``), the mean alone when there is no interval (a
+    NaN half-width: one seed has none), ``missing`` when there is no mean. Every table and log line of an
+    interval is written by this function."""
+    if math.isnan(mean):
+        return missing
+    sign = "+" if signed else ""
+    text = f"{mean:{sign}.{digits}f}"
+    return text if math.isnan(half) else f"{text} ± {half:.{digits}f}"
 
 
 def _display(name: str, limit: int = 32) -> str:
@@ -216,11 +222,7 @@ def markdown_table(result: ComparisonResult) -> str:
         for f in HEADLINE:
             digits = 3 if f.statistic != "slowdown_p99" else 2
             mean, half = f.in_summary(e), f.in_summary(e["ci95"])
-            cells.append(
-                "-"
-                if math.isnan(mean)
-                else f"{mean:.{digits}f}" + ("" if math.isnan(half) else f" ± {half:.{digits}f}")
-            )
+            cells.append(format_interval(mean, half, digits))
         cells.append(f"{e['preemptions']:.1f}")
         cells += ["" if r == name else dominance(e["paired"][r]) for r in refs]
         lines.append("| " + " | ".join(cells) + " |")

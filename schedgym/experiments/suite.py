@@ -34,7 +34,7 @@ from schedgym.experiments.compare import (
 )
 from schedgym.experiments.executors import ExecutorConfig, RunSetting, RunTask, execute, grid_context
 from schedgym.experiments.figures import objective
-from schedgym.experiments.report import json_ready
+from schedgym.experiments.report import format_interval, json_ready
 from schedgym.sim.cluster import resolve_cluster
 from schedgym.sim.simulator import SimConfig
 from schedgym.workloads.source import WorkloadSource
@@ -313,16 +313,8 @@ def write_plot(path: str, result: SuiteResult) -> None:
     save_figure(path, lambda: suite_figure(result), dpi=120)
 
 
-def _cell(mean: float, half: float, digits: int = 3) -> str:
-    if math.isnan(mean):
-        return "-"
-    return f"{mean:.{digits}f}" + ("" if math.isnan(half) else f" ± {half:.{digits}f}")
-
-
 def _diff_cell(mean: float, half: float) -> str:
-    if math.isnan(mean):
-        return ""
-    return f"{mean:+.3f}" + ("" if math.isnan(half) else f" ± {half:.3f}")
+    return format_interval(mean, half, signed=True, missing="")
 
 
 def markdown_table(result: SuiteResult) -> str:
@@ -335,7 +327,7 @@ def markdown_table(result: SuiteResult) -> str:
         "|---|---|---:|---:|" + "---:|" * len(REFERENCES) + "---|" * len(REFERENCES),
     ]
     for r in result.rows():
-        cells = [r.entry, f"`{r.policy}`", str(r.seeds), _cell(r.objective, r.objective_ci95)]
+        cells = [r.entry, f"`{r.policy}`", str(r.seeds), format_interval(r.objective, r.objective_ci95)]
         cells += [_diff_cell(*r.diff[ref]) for ref in REFERENCES]
         cells += [r.verdict[ref] for ref in REFERENCES]
         lines.append("| " + " | ".join(cells) + " |")
@@ -348,7 +340,7 @@ def format_table(result: SuiteResult) -> str:
     head += [f"verdict vs {r}" for r in REFERENCES]
     rows = [head]
     for r in result.rows():
-        cells = [r.entry, r.policy, str(r.seeds), _cell(r.objective, r.objective_ci95)]
+        cells = [r.entry, r.policy, str(r.seeds), format_interval(r.objective, r.objective_ci95)]
         cells += [_diff_cell(*r.diff[ref]) for ref in REFERENCES]
         cells += [r.verdict[ref] for ref in REFERENCES]
         rows.append(cells)

@@ -55,7 +55,7 @@ from schedgym.experiments.compare import (
 )
 from schedgym.experiments.executors import ExecutorConfig, RunOutcome, RunSetting, execute, grid_context, make_tasks
 from schedgym.experiments.figures import HEADLINE, ClassFigure
-from schedgym.experiments.report import json_ready
+from schedgym.experiments.report import format_interval, json_ready
 from schedgym.experiments.runstore import open_store
 from schedgym.sim.cluster import ClusterSpec, resolve_cluster
 from schedgym.sim.job import JobClass
@@ -391,18 +391,6 @@ def _keep(outcome: RunOutcome, kept: list[SummarisedRun | None], wall: list[dict
 
 
 # --------------------------------------------------------------------------------------------- reports
-def _mean_ci(mean: float, half: float, digits: int = 3) -> str:
-    if math.isnan(mean):
-        return "-"
-    return f"{mean:.{digits}f}" if math.isnan(half) else f"{mean:.{digits}f} ± {half:.{digits}f}"
-
-
-def _signed(mean: float, half: float) -> str:
-    if math.isnan(mean):
-        return "-"
-    return f"{mean:+.3f}" if math.isnan(half) else f"{mean:+.3f} ± {half:.3f}"
-
-
 def _columns(header: list[str], rows: list[list[str]], left: int) -> list[str]:
     """``header`` and ``rows`` as aligned text: the first ``left`` columns left-aligned, the rest right."""
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
@@ -441,7 +429,7 @@ def format_table(result: SweepResult) -> str:
         values = [show_value(entry["values"][f]) for f in fields]
         for name, e in entry["policies"].items():
             cells = [
-                _mean_ci(f.in_summary(e), f.in_summary(e["ci95"]), 2 if f.statistic == "slowdown_p99" else 3)
+                format_interval(f.in_summary(e), f.in_summary(e["ci95"]), 2 if f.statistic == "slowdown_p99" else 3)
                 for f in HEADLINE
             ]
             verdicts = [e["verdicts"].get(r, "") for r in refs]
@@ -459,7 +447,9 @@ def format_table(result: SweepResult) -> str:
                 if ref not in e["paired"]:
                     continue
                 p = e["paired"][ref]
-                cells = [_signed(f.in_summary(p)["mean"], f.in_summary(p)["ci95"]) for f in HEADLINE]
+                cells = [
+                    format_interval(f.in_summary(p)["mean"], f.in_summary(p)["ci95"], signed=True) for f in HEADLINE
+                ]
                 rows.append([*values, name, *cells, e["verdicts"][ref]])
         lines += _columns([*fields, "policy", *(f.label for f in HEADLINE), "verdict"], rows, len(fields) + 1)
     return "\n".join(lines)
