@@ -85,12 +85,50 @@ def test_mix_workload_seed_is_the_level_seed():
         ({"workload": "paper", "num_levels": 3}, "num_levels applies to workload 'mix', got workload 'paper'"),
         ({"workload": "mix", "num_levels": 0}, "Expected num_levels to be an integer >= 1, got 0"),
         ({"workload": "mix", "load": 0.5}, "'mix' draws its load per level"),
+        # Ignored silently before: the episodes were training levels on their own clusters all the same.
+        ({"workload": "mix", "cluster": "small"}, "cluster does not apply to 'mix': each level draws its own cluster"),
+        ({"workload": "mix", "split": "test"}, "'mix' episodes are training levels"),
     ],
 )
 def test_mix_bad_arguments(kwargs, message):
     with pytest.raises(ConfigError) as err:
         PreemptionEnv(**kwargs)
     assert message in str(err.value)
+
+
+def test_mix_on_the_large_id_is_refused_through_gym_make():
+    # PreemptionLarge-v1 sets cluster 'large', which a mix level would have replaced without a word.
+    with pytest.raises(ConfigError, match="PreemptionLarge-v1 sets cluster 'large'"):
+        gym.make("schedgym/PreemptionLarge-v1", workload="mix")
+    gym.make("schedgym/Preemption-v1", workload="mix").close()  # sets no cluster
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"workload": "paper", "split": "validation"}, "'paper' draws every episode afresh"),
+        ({"workload": "realistic", "split": "test"}, "'realistic' draws every episode afresh"),
+    ],
+)
+def test_split_is_refused_where_there_is_no_split(kwargs, message):
+    # A synthetic workload's episodes are the same fresh draws whatever the split: `split="test"` trained on
+    # training draws without a word.
+    with pytest.raises(ConfigError) as err:
+        PreemptionEnv(**kwargs)
+    assert str(err.value).startswith("split applies to bundled trace workloads (alibaba2023, philly); ")
+    assert message in str(err.value)
+    PreemptionEnv(workload="philly", split="test", n_jobs=50).close()  # a bundled trace has splits
+    PreemptionEnv(workload="paper", split="train").close()  # the default is every workload's
+
+
+def test_a_trace_file_refuses_a_split(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("job_id,submit_time,duration,gpus,class\na,0,10,1,TE\nb,5,100,2,BE\n")
+    with pytest.raises(ConfigError, match="has no splits: every window comes from the whole file"):
+        PreemptionEnv(trace=str(path), split="validation", cluster="small", n_jobs=2)
+    env = PreemptionEnv(trace=str(path), cluster="small", n_jobs=2)  # the same trace without a split runs
+    env.reset(seed=0)
+    env.close()
 
 
 def test_mix_vector_env_matches_single_envs():

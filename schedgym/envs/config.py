@@ -11,7 +11,7 @@ from schedgym.limits import MAX_JOBS
 from schedgym.sim.cluster import cluster_argument
 from schedgym.sim.policy import QueueDiscipline
 from schedgym.sim.simulator import SimConfig, is_integer, is_number
-from schedgym.workloads.named import SPLITS
+from schedgym.workloads.named import SPLITS, TRACE_WORKLOADS
 from schedgym.workloads.source import WorkloadSource
 
 MAX_CANDIDATES = 100_000
@@ -43,9 +43,12 @@ class EnvConfig:
     workload: str = "paper"
     """synthetic preset, bundled trace workload (philly, ...) cut into n_jobs windows (ignored with ``trace``),
     or ``mix``: every episode a training level of :mod:`schedgym.workloads.distribution`, its own cluster,
-    n_jobs and estimate noise (``cluster``, ``n_jobs`` and ``estimate_noise`` are then not used)"""
+    n_jobs and estimate noise (``cluster`` is then refused; ``n_jobs`` and ``estimate_noise``, which
+    always have a value, a default or the registered id's, are not used)"""
     split: str = "train"
-    """for a bundled trace workload: which time split episodes come from (train, validation, test)"""
+    """for a bundled trace workload: which time split episodes come from (train, validation, test); any other
+    workload refuses a split other than ``train`` (a synthetic one draws afresh, ``mix`` plays training levels,
+    a trace file has no splits)"""
     trace: str | None = None
     """trace CSV (a string or a ``pathlib.Path``, stored as a string); each episode is a window of ``n_jobs``
     consecutive jobs from a random start"""
@@ -133,7 +136,8 @@ class EnvConfig:
             if self.workload != "mix" or self.trace is not None:
                 raise ConfigError(f"num_levels applies to workload 'mix', got workload {self.workload!r}")
             _int(self, "num_levels", 1, 2**62)
-        self.source  # noqa: B018 - the workload name and load are checked there
+        kind = self.source.kind  # the workload name and load are checked there
+        _check_applies(self, kind)
         if self.load is not None and type(self.load) not in (int, float):  # a numpy scalar
             object.__setattr__(self, "load", float(self.load))
         if not isinstance(self.illegal_action, str) or self.illegal_action not in ("raise", "wait"):
@@ -202,6 +206,26 @@ _LIMIT = {
     "be_weight": "MAX_WEIGHT",
     "preemption_cost": "MAX_WEIGHT",
 }
+
+
+def _check_applies(config: EnvConfig, kind: str) -> None:
+    """Refuse a field the workload (of source kind ``kind``) does not use, rather than ignore it: a user who
+    asks for the test split or a cluster would otherwise train on something else without a word."""
+    if config.split != "train" and kind != "bundled":
+        name = config.source.name
+        reason = {
+            "synthetic": f"{name!r} draws every episode afresh "
+            "(reset(options={'workload_seed': s}) plays compare's seed s)",
+            "mix": "'mix' episodes are training levels "
+            "(reset(options={'workload_seed': level_seed(split, i)}) plays another split's level i)",
+            "file": f"the trace file {name!r} has no splits: every window comes from the whole file",
+        }[kind]
+        raise ConfigError(f"split applies to bundled trace workloads ({', '.join(sorted(TRACE_WORKLOADS))}); {reason}")
+    if config.cluster is not None and kind == "mix":
+        raise ConfigError(
+            f"cluster does not apply to 'mix': each level draws its own cluster (got cluster {config.cluster!r}; "
+            "schedgym/PreemptionLarge-v1 sets cluster 'large', schedgym/Preemption-v1 sets none)"
+        )
 
 
 def _int(cfg: EnvConfig, name: str, minimum: int, maximum: int) -> None:
