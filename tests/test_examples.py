@@ -246,3 +246,15 @@ def test_frontier(tmp_path):
     pytest.importorskip("matplotlib")
     _run("frontier.py", str(a), str(b), "--compare", compared(50.0), "--plot", str(tmp_path / "f.png"), cwd=tmp_path)
     assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize(("small_nodes", "same_as"), [(4, "fitgpp"), (3, "lookahead-nowait-pc10")])
+def test_switch_teacher_is_fitgpp_on_small_clusters_and_the_lookahead_elsewhere(tmp_path, small_nodes, same_as):
+    # The `small` cluster has 4 nodes: with --small-nodes 4 the switch is fitgpp run for run, with 3 the lookahead.
+    out = tmp_path / "out.json"
+    policies = "fitgpp,lookahead-nowait-pc10,switch"
+    _run("switch_teacher.py", "--small-nodes", str(small_nodes), "compare", "--policies", policies, "--cluster",
+         "small", "--jobs", "200", "--seeds", "2", "--no-progress", "--json", str(out), cwd=tmp_path)  # fmt: skip
+    runs = {name: p["per_seed"] for name, p in json.loads(out.read_text())["policies"].items()}
+    assert runs["fitgpp"] != runs["lookahead-nowait-pc10"]  # the two rules differ here, so the test can tell
+    assert runs["switch"] == runs[same_as]
