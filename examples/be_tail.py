@@ -24,6 +24,7 @@ from schedgym.errors import SchedGymError
 from schedgym.experiments.compare import CompareConfig, load_workloads, run_comparison
 from schedgym.experiments.executors import ExecutorConfig
 from schedgym.experiments.figures import headline_figures
+from schedgym.experiments.report import format_interval
 from schedgym.experiments.stats import ci95, mean
 from schedgym.sim.job import JobClass
 from schedgym.sim.metrics import RunResult
@@ -53,7 +54,7 @@ def table(per_policy: dict[str, list[dict[str, float]]]) -> str:
         for column in COLUMNS:
             values = [r[column] for r in runs]
             digits = 0 if column == "preemptions" else 1 if column.endswith(" h") or column == "BE p99" else 3
-            cells.append(f"{mean(values):.{digits}f} ± {ci95(values):.{digits}f}")
+            cells.append(format_interval(mean(values), ci95(values), digits))
         lines.append(f"| `{label}` | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

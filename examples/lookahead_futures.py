@@ -26,7 +26,7 @@ from schedgym.experiments import stats
 from schedgym.experiments.compare import CompareConfig, run_comparison
 from schedgym.experiments.executors import ExecutorConfig
 from schedgym.experiments.figures import objective
-from schedgym.experiments.report import markdown_table
+from schedgym.experiments.report import format_interval, markdown_table
 from schedgym.registry import register_policy
 
 CLAIRVOYANT = "lookahead-nowait-pc10"
@@ -103,10 +103,10 @@ def main() -> None:
     print("| policy | objective | vs fitgpp | vs k8s | wall s |")
     print("|---|---:|---:|---:|---:|")
     for name, values in per_seed.items():
-        cells = [f"{stats.mean(values):.3f} ± {stats.ci95(values):.3f}"]
+        cells = [format_interval(stats.mean(values), stats.ci95(values))]
         for ref in ("fitgpp", "k8s"):
             d = stats.paired(values, per_seed[ref])
-            cells.append("" if ref == name else f"{d['mean']:+.3f} ± {d['ci95']:.3f}")
+            cells.append("" if ref == name else format_interval(d["mean"], d["ci95"], signed=True))
         cells.append(f"{summary[name]['wall_time_s']:.0f}")
         print(f"| `{name}` | " + " | ".join(cells) + " |")
 

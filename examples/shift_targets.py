@@ -15,12 +15,12 @@ with 7 and 5 windows, a pass or a failure there is within the noise.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 
 from schedgym.errors import SchedGymError
 from schedgym.experiments.compare import VERDICT_REFERENCES as RULES  # fitgpp and k8s, the verdicts' rules
 from schedgym.experiments.executors import ExecutorConfig
+from schedgym.experiments.report import format_interval
 from schedgym.experiments.suite import run_suite
 from schedgym.registry import check_spec
 
@@ -79,9 +79,8 @@ def main() -> int:
         diff, half = agent.diff[better]
         failed = failures(agent.verdict, te_p95, te_p95[name], (diff, half))
         held += not failed
-        shown = "nan" if math.isnan(half) else f"{half:.3f}"
         print(f"| {entry.name} | {agent.verdict['fitgpp']} | {agent.verdict['k8s']} | {te_p95[name]:.3f} | "
-              f"{te_p95[te_rule]:.3f} ({te_rule}) | {diff:+.3f} ± {shown} ({better}) | "
+              f"{te_p95[te_rule]:.3f} ({te_rule}) | {format_interval(diff, half, signed=True)} ({better}) | "
               f"{'fails: ' + ', '.join(failed) if failed else 'holds'} |")  # fmt: skip
     seeds = "" if args.split == "test" else " (validation seeds)"
     print(f"\ntarget 3 holds on {held} of {len(result.entries)} workloads for {name}{seeds}")

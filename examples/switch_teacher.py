@@ -1,6 +1,8 @@
-"""A teacher that switches rule with the cluster's size: fitgpp on clusters of at most --small-nodes nodes,
-lookahead-nowait-pc10 on larger ones. Registered as the policy `switch`, then the rest of the command line
-runs as `schedgym ...` would, so that `schedgym train --imitate switch` can imitate it on `mix`:
+"""A teacher for imitation that switches rule with the cluster's size, registered as the policy `switch`.
+
+fitgpp decides on clusters of at most --small-nodes nodes, lookahead-nowait-pc10 on larger ones. The rest of
+the command line runs as `schedgym ...` would, so that `schedgym train --imitate switch` can imitate it on
+`mix`:
 
     python examples/switch_teacher.py train --imitate switch --imitate-decisions 8000 --imitate-rounds 2 \\
         --imitate-epochs 15 --total-timesteps 0 --n-envs 8 --policy rows --n-eval-workloads 20 \\
@@ -49,11 +51,21 @@ class SwitchTeacher(Policy):
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False)
+    # The options before the schedgym command are this script's; the rest is schedgym's command line.
+    parser = argparse.ArgumentParser(
+        usage="%(prog)s [--small-nodes N] SCHEDGYM-COMMAND ...",
+        description=__doc__.splitlines()[0],
+        add_help=False,
+        allow_abbrev=False,
+    )
     parser.add_argument("--small-nodes", type=int, default=8, help="largest cluster (in nodes) on which fitgpp decides")
     args, rest = parser.parse_known_args()
     if args.small_nodes < 1:
         parser.error("--small-nodes must be at least 1")
+    if not rest or rest[0] in ("-h", "--help"):
+        parser.print_help()
+        print("\nschedgym's command line follows (the policy `switch` is registered for it):\n")
+        rest = ["--help"]
     register_policy(
         "switch",
         SwitchTeacher,

@@ -42,3 +42,18 @@ def test_training_log_has_no_nan_interval_with_one_validation_workload():
     text = train.format_evaluation(stats, ("fitgpp",))
     assert "nan" not in text
     assert "minus fitgpp: te_p95 -0.010" in text
+
+
+def test_compare_table_shows_a_missing_figure_as_a_dash(tmp_path, capsys):
+    # A trace without TE jobs has no TE p95: its paired difference is NaN, shown as "-" (it was "+nan").
+    from schedgym.cli import main
+
+    trace = tmp_path / "be_only.csv"
+    rows = [f"b{i},{60 * i},{3600 + 60 * i},{1 + i % 4},BE" for i in range(40)]
+    trace.write_text("job_id,submit_time,duration,gpus,class\n" + "\n".join(rows) + "\n")
+    argv = ["compare", "--trace", str(trace), "--cluster", "small", "--policies", "fitgpp,k8s", "--no-progress"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "nan" not in out
+    paired = out[out.index("paired difference to fitgpp") :].splitlines()
+    assert paired[2].split()[:2] == ["k8s", "-"]  # after the title and the header: k8s, its TE p95 cell

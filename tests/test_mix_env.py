@@ -86,8 +86,11 @@ def test_mix_workload_seed_is_the_level_seed():
         ({"workload": "mix", "num_levels": 0}, "Expected num_levels to be an integer >= 1, got 0"),
         ({"workload": "mix", "load": 0.5}, "'mix' draws its load per level"),
         # Ignored silently before: the episodes were training levels on their own clusters all the same.
-        ({"workload": "mix", "cluster": "small"}, "cluster does not apply to 'mix': each level draws its own cluster"),
-        ({"workload": "mix", "split": "test"}, "'mix' episodes are training levels"),
+        (
+            {"workload": "mix", "cluster": "small"},
+            "Expected no cluster with workload 'mix' (each level draws its own), got cluster 'small'",
+        ),
+        ({"workload": "mix", "split": "test"}, "got split 'test' for 'mix'; 'mix' episodes are training levels"),
     ],
 )
 def test_mix_bad_arguments(kwargs, message):
@@ -115,7 +118,7 @@ def test_split_is_refused_where_there_is_no_split(kwargs, message):
     # training draws without a word.
     with pytest.raises(ConfigError) as err:
         PreemptionEnv(**kwargs)
-    assert str(err.value).startswith("split applies to bundled trace workloads (alibaba2023, philly); ")
+    assert str(err.value).startswith("split applies to bundled trace workloads (alibaba2023, philly), got split ")
     assert message in str(err.value)
     PreemptionEnv(workload="philly", split="test", n_jobs=50).close()  # a bundled trace has splits
     PreemptionEnv(workload="paper", split="train").close()  # the default is every workload's
@@ -124,7 +127,7 @@ def test_split_is_refused_where_there_is_no_split(kwargs, message):
 def test_a_trace_file_refuses_a_split(tmp_path):
     path = tmp_path / "t.csv"
     path.write_text("job_id,submit_time,duration,gpus,class\na,0,10,1,TE\nb,5,100,2,BE\n")
-    with pytest.raises(ConfigError, match="has no splits: every window comes from the whole file"):
+    with pytest.raises(ConfigError, match="are windows of the whole file, whatever the split"):
         PreemptionEnv(trace=str(path), split="validation", cluster="small", n_jobs=2)
     env = PreemptionEnv(trace=str(path), cluster="small", n_jobs=2)  # the same trace without a split runs
     env.reset(seed=0)

@@ -48,7 +48,7 @@ class EnvConfig:
     split: str = "train"
     """for a bundled trace workload: which time split episodes come from (train, validation, test); any other
     workload refuses a split other than ``train`` (a synthetic one draws afresh, ``mix`` plays training levels,
-    a trace file has no splits)"""
+    a trace file's episodes are windows of the whole file)"""
     trace: str | None = None
     """trace CSV (a string or a ``pathlib.Path``, stored as a string); each episode is a window of ``n_jobs``
     consecutive jobs from a random start"""
@@ -212,19 +212,26 @@ def _check_applies(config: EnvConfig, kind: str) -> None:
     """Refuse a field the workload (of source kind ``kind``) does not use, rather than ignore it: a user who
     asks for the test split or a cluster would otherwise train on something else without a word."""
     if config.split != "train" and kind != "bundled":
-        name = config.source.name
+        name, split = config.source.name, config.split
         reason = {
-            "synthetic": f"{name!r} draws every episode afresh "
-            "(reset(options={'workload_seed': s}) plays compare's seed s)",
+            "synthetic": f"{name!r} draws every episode afresh (reset(options={{'workload_seed': s}}) plays compare's "
+            "seed s, 100,000 + i its validation workload i)",
             "mix": "'mix' episodes are training levels "
-            "(reset(options={'workload_seed': level_seed(split, i)}) plays another split's level i)",
-            "file": f"the trace file {name!r} has no splits: every window comes from the whole file",
+            f"(reset(options={{'workload_seed': level_seed({split!r}, i)}}) plays level i of {split!r})",
+            "file": f"the episodes of the trace file {name!r} are windows of the whole file, whatever the split",
         }[kind]
-        raise ConfigError(f"split applies to bundled trace workloads ({', '.join(sorted(TRACE_WORKLOADS))}); {reason}")
-    if config.cluster is not None and kind == "mix":
         raise ConfigError(
-            f"cluster does not apply to 'mix': each level draws its own cluster (got cluster {config.cluster!r}; "
-            "schedgym/PreemptionLarge-v1 sets cluster 'large', schedgym/Preemption-v1 sets none)"
+            f"split applies to bundled trace workloads ({', '.join(sorted(TRACE_WORKLOADS))}), got split {split!r} "
+            f"for {name!r}; {reason}"
+        )
+    if config.cluster is not None and kind == "mix":
+        from schedgym import ENV_IDS  # the registered ids, to name those that set a cluster
+
+        setting = [f"{env_id} sets cluster {kwargs['cluster']!r}" for env_id, (kwargs, _) in ENV_IDS.items()
+                   if "cluster" in kwargs]  # fmt: skip
+        raise ConfigError(
+            f"Expected no cluster with workload 'mix' (each level draws its own), got cluster {config.cluster!r}"
+            + (f" ({'; '.join(setting)})" if setting else "")
         )
 
 
