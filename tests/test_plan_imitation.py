@@ -18,6 +18,7 @@ from agents.plan_imitation import (  # noqa: E402
     PlanRecorder,
     PlanStudent,
     fit,
+    format_report,
     main,
     make_scorer,
     record,
@@ -138,3 +139,25 @@ def test_a_student_sees_the_estimates_the_recording_saw(tiny):
     seed = config.train_seeds[0]
     run_policy(Capture(), cluster, WorkloadSource("paper", n_jobs=400).seeded(seed, cluster), rng=run_rng(seed))
     np.testing.assert_array_equal(seen[0], data["obs"][0])
+
+
+def test_the_report_prints_each_interval_and_none_for_one_seed():
+    report = {
+        "val_seeds": [100_000, 100_001],
+        "teacher": {"requests": 12, "options_per_request": 3.5, "plans_per_request": 2.5,
+                    "kinds": {"wait": {"n": 3, "share": 0.25}, "fitgpp": {"n": 9, "share": 0.75}}},
+        "agreement": {"student": {"overall": 0.5, "not_fitgpp": 0.25, "n": 12, "n_not_fitgpp": 3}},
+        "policy": {
+            "policies": {
+                "fitgpp": {"mean": 1.23456, "ci95": 0.01234, "slowdown_per_job": [1.2, 1.27], "preemptions": 4},
+                "student": {"mean": 1.5, "ci95": float("nan"), "slowdown_per_job": [1.5], "preemptions": 2},
+            },
+            "student_minus": {"fitgpp": {"mean": -0.01, "ci95": 0.005}, "k8s": {"mean": 0.02, "ci95": float("nan")}},
+        },
+        "timings": {"record": 1.0, "fit": 2.0},
+    }  # fmt: skip
+    lines = format_report(report).splitlines()
+    assert any(line.split()[:4] == ["fitgpp", "1.2346", "±", "0.0123"] for line in lines)
+    assert any(line.split()[:2] == ["student", "1.5000"] and "±" not in line for line in lines)  # one seed
+    assert any(line.split()[:6] == ["student", "minus", "fitgpp", "-0.0100", "±", "0.0050"] for line in lines)
+    assert any(line.split()[:4] == ["student", "minus", "k8s", "+0.0200"] and "nan" not in line for line in lines)
