@@ -101,8 +101,9 @@ def test_mix_bad_arguments(kwargs, message):
 
 def test_mix_on_the_large_id_is_refused_through_gym_make():
     # PreemptionLarge-v1 sets cluster 'large', which a mix level would have replaced without a word.
-    with pytest.raises(ConfigError, match="PreemptionLarge-v1 sets cluster 'large'"):
+    with pytest.raises(ConfigError, match="got cluster 'large' \\(if the environment id sets it, pass cluster=None\\)"):
         gym.make("schedgym/PreemptionLarge-v1", workload="mix")
+    gym.make("schedgym/PreemptionLarge-v1", workload="mix", cluster=None).close()  # as the message says
     gym.make("schedgym/Preemption-v1", workload="mix").close()  # sets no cluster
 
 

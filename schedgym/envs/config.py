@@ -225,13 +225,10 @@ def _check_applies(config: EnvConfig, kind: str) -> None:
             f"for {name!r}; {reason}"
         )
     if config.cluster is not None and kind == "mix":
-        from schedgym import ENV_IDS  # the registered ids, to name those that set a cluster
-
-        setting = [f"{env_id} sets cluster {kwargs['cluster']!r}" for env_id, (kwargs, _) in ENV_IDS.items()
-                   if "cluster" in kwargs]  # fmt: skip
+        # A registered id may set the cluster (PreemptionLarge-v1 does): cluster=None in gym.make overrides it.
         raise ConfigError(
-            f"Expected no cluster with workload 'mix' (each level draws its own), got cluster {config.cluster!r}"
-            + (f" ({'; '.join(setting)})" if setting else "")
+            f"Expected no cluster with workload 'mix' (each level draws its own), got cluster {config.cluster!r} "
+            "(if the environment id sets it, pass cluster=None)"
         )
 
 
