@@ -62,6 +62,11 @@ class ClassFigure:
         """A column or panel title: ``TE p95``."""
         return f"{self.job_class.name} {self.short}"
 
+    @property
+    def digits(self) -> int:
+        """Decimals in the tables: 2 for BE p99 (tens of units), 3 for the others (near 1)."""
+        return 2 if self.statistic == "slowdown_p99" else 3
+
     def of(self, result: RunResult) -> float:
         """This figure of one run (NaN if the class has no jobs in it)."""
         return float(getattr(result.class_stats(self.job_class), self.statistic))

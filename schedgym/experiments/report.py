@@ -220,9 +220,7 @@ def markdown_table(result: ComparisonResult) -> str:
     for name, e in summ.items():
         cells = [f"`{_display(name)}`"]
         for f in HEADLINE:
-            digits = 3 if f.statistic != "slowdown_p99" else 2
-            mean, half = f.in_summary(e), f.in_summary(e["ci95"])
-            cells.append(format_interval(mean, half, digits))
+            cells.append(format_interval(f.in_summary(e), f.in_summary(e["ci95"]), f.digits))
         cells.append(f"{e['preemptions']:.1f}")
         cells += ["" if r == name else dominance(e["paired"][r]) for r in refs]
         lines.append("| " + " | ".join(cells) + " |")

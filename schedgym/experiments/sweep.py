@@ -428,10 +428,7 @@ def format_table(result: SweepResult) -> str:
     for entry in summary["settings"]:
         values = [show_value(entry["values"][f]) for f in fields]
         for name, e in entry["policies"].items():
-            cells = [
-                format_interval(f.in_summary(e), f.in_summary(e["ci95"]), 2 if f.statistic == "slowdown_p99" else 3)
-                for f in HEADLINE
-            ]
+            cells = [format_interval(f.in_summary(e), f.in_summary(e["ci95"]), f.digits) for f in HEADLINE]
             verdicts = [e["verdicts"].get(r, "") for r in refs]
             rows.append([*values, name, *cells, f"{e['preemptions']:.1f}", *verdicts])
     lines += _columns(header, rows, len(fields) + 1)

@@ -15,7 +15,7 @@ import numpy as np
 
 from schedgym.errors import ConfigError
 from schedgym.limits import MAX_AMOUNT, MAX_NODES, MAX_TIME, MIN_DURATION
-from schedgym.sim.resources import EPS
+from schedgym.sim.resources import EPS, fits_on
 
 # Order of the resource axes everywhere in schedgym (arrays of shape (..., 3)).
 RESOURCES: tuple[str, str, str] = ("gpus", "cpus", "mem_gb")
@@ -655,7 +655,7 @@ def check_workload(specs: Sequence[JobSpec], capacity: np.ndarray) -> JobColumns
             f"gpus={m[0]:g}, cpus={m[1]:g}, mem_gb={m[2]:g} each"
         )
         largest = f"gpus={top[0]:g}, cpus={top[1]:g}, mem_gb={top[2]:g}"
-        fitting = int((capacity >= m - EPS).all(axis=1).sum())  # first_unplaceable's test
+        fitting = int(fits_on(capacity, m).sum())  # first_unplaceable's test
         # A gang can fail with nodes large enough, only too few of them: then the largest node is no reason.
         # The count is worded as the native engine's own message.
         if fitting:
