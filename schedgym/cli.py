@@ -19,10 +19,43 @@ from schedgym._csvio import parse_integer, parse_number
 from schedgym._optional import caused_by_interrupt
 from schedgym.errors import ConfigError, SchedGymError
 
+_GIVEN = "_schedgym_given"
+"""the namespace attribute in which :class:`_StoreOnce` notes the options given, removed after parsing"""
+
+
+class _StoreOnce(argparse._StoreAction):
+    """argparse's ``store``, but an option given a second time is an error: argparse's own lets the last
+    value win, so ``--json a.json --json b.json`` wrote b.json alone and said nothing of a.json."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        given = namespace.__dict__.setdefault(_GIVEN, set())
+        if self.dest in given:
+            first = getattr(namespace, self.dest)
+            raise argparse.ArgumentError(self, f"given twice ({first!r}, then {values!r}); give it once")
+        given.add(self.dest)
+        super().__call__(parser, namespace, values, option_string)
+
 
 class _Parser(argparse.ArgumentParser):
     """argparse with the project's error contract: one line ``schedgym: error: ...`` on stderr, status 2
-    (argparse's own prints the usage too). ``schedgym CMD --help`` still shows the usage."""
+    (argparse's own prints the usage too), and an option given twice refused (:class:`_StoreOnce`; the
+    subcommands' parsers, this class too, inherit it). ``schedgym CMD --help`` still shows the usage."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("action", None, _StoreOnce)
+        self.register("action", "store", _StoreOnce)
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        parsed, rest = super().parse_known_args(args, namespace)
+        parsed.__dict__.pop(_GIVEN, None)  # a subcommand's parser is done: what it noted is not an option
+        return parsed, rest
 
     def error(self, message: str) -> NoReturn:
         where = self.prog.removeprefix("schedgym").strip()
@@ -440,10 +473,14 @@ def _trace(args: argparse.Namespace) -> int:
     convert, rules_cls = converter(args.format)
     kinds = {f.name: str(f.type) for f in dataclasses.fields(rules_cls)}
     values: dict[str, object] = {}
+    given: dict[str, str] = {}
     for item in args.rules:
         key, sep, text = item.partition("=")
         if not sep or key not in kinds:
             raise ConfigError(f"--set {item!r}: expected FIELD=VALUE with FIELD one of {sorted(kinds)}")
+        if key in given:  # the last would silently win
+            raise ConfigError(f"--set {key}=... given twice ({given[key]!r}, then {text!r}); give it once")
+        given[key] = text
         try:
             values[key] = _rule_value(text, kinds[key])
         except ValueError:
@@ -509,6 +546,9 @@ def _executor(args: argparse.Namespace):  # noqa: ANN202
 
 def _kept_runs(args: argparse.Namespace) -> dict[str, Any]:
     """``run_dir`` and ``resume`` of compare's and sweep's --run-dir FOLDER / --resume FOLDER."""
+    for flag, folder in (("--run-dir", args.run_dir), ("--resume", args.resume)):
+        if folder is not None and not folder.strip():  # Path("") is the current folder: not what was meant
+            raise ConfigError(f"{flag} needs a folder name, got {folder!r}")
     if args.resume is not None:
         return {"run_dir": args.resume, "resume": True}
     return {"run_dir": args.run_dir, "resume": False}

@@ -392,6 +392,41 @@ def test_bad_arguments_exit_2(capsys, argv):
     assert "error:" in err
 
 
+@pytest.mark.parametrize(
+    ("argv", "option", "values"),
+    [
+        (["compare", "--json", "a.json", "--json", "b.json"], "compare: argument --json", "('a.json', then 'b.json')"),
+        (["compare", "--csv=a.csv", "--cs", "b.csv"], "compare: argument --csv", "('a.csv', then 'b.csv')"),
+        (["compare", "--first-seed", "2", "--first-seed", "3"], "compare: argument --first-seed", "(2, then 3)"),
+        (["sweep", "--set", "load=1", "--plot", "a.png", "--plot", "b.png"], "sweep: argument --plot", "('a.png',"),
+        (["trace", "convert", "--format", "swf", "--format", "swf", "i", "o"], "trace convert: argument --format", ""),
+        (["train", "--seed", "1", "--seed", "2", "--algo", "none"], "train: argument --seed", "(1, then 2)"),
+    ],
+)
+def test_an_option_given_twice_is_refused(tmp_path, capsys, monkeypatch, argv, option, values):
+    # argparse lets the last value win: --json a.json --json b.json wrote b.json alone, silently. (The
+    # arguments are small, or end in an error, so that the old code, which runs them, fails fast.)
+    monkeypatch.chdir(tmp_path)
+    small = ["--policies", "fifo", "--seeds", "1", "--jobs", "20", "--cluster", "small", "--no-progress"]
+    try:
+        status = main([*argv, *small] if argv[0] in ("compare", "sweep") else argv)
+    except SystemExit as exc:  # argparse's errors
+        status = exc.code
+    assert status == 2
+    line = assert_one_line_error(capsys.readouterr().err)
+    assert line.startswith(f"schedgym: error: {option}: given twice {values}"), line
+    assert line.endswith("; give it once"), line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_options_given_once_and_repeatable_options_still_parse():
+    from schedgym.cli import build_parser
+
+    args = build_parser().parse_args(["sweep", "--set", "load=1", "--set", "n_jobs=5", "--json", "a.json"])
+    assert args.grid == ["load=1", "n_jobs=5"] and args.json == "a.json"
+    assert not any(name.startswith("_schedgym") for name in vars(args))  # nothing of the check is left
+
+
 def test_unwritable_json_path(tmp_path, capsys):
     status = main(
         [

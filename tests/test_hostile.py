@@ -315,6 +315,14 @@ def convert_argv(pods: str, nodes: str, out: str, cluster_out: str) -> list[str]
     return ["trace", "convert", "--format", "alibaba2023", pods, out, "--nodes", nodes, "--cluster-out", cluster_out]
 
 
+def test_a_rule_given_twice_is_refused(tmp_path, capsys, alibaba_files):
+    # The last --set of a field silently won: the report and the trace followed a rule the user also contradicted.
+    argv = convert_argv(*alibaba_files, str(tmp_path / "o.csv"), str(tmp_path / "c.csv"))
+    line = cli_error(capsys, *argv, "--set", "grace_te=10", "--set", "grace_te=20")
+    assert line == "schedgym: error: --set grace_te=... given twice ('10', then '20'); give it once"
+    assert files_in(tmp_path) == ["nodes.csv", "pods.csv"]
+
+
 def test_cluster_out_into_a_missing_directory(tmp_path, capsys, alibaba_files):
     line = cli_error(capsys, *convert_argv(*alibaba_files, str(tmp_path / "o.csv"), str(tmp_path / "no" / "c.csv")))
     assert "does not exist" in line

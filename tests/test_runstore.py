@@ -147,8 +147,13 @@ def test_resuming_another_grid_is_refused_naming_what_differs(tmp_path, capsys, 
     base = ["compare", "--policies", "fitgpp,k8s", *SMALL_ARGS]
     assert main([*base, "--run-dir", str(tmp_path / "run")]) == 0
     capsys.readouterr()
-    argv = [*base, *change, "--resume", str(tmp_path / "run")]
-    assert main(argv) == 2
+    argv = list(base)
+    option, value = change
+    if option in argv:  # changed in place: an option given twice is refused before the grid is compared
+        argv[argv.index(option) + 1] = value
+    else:
+        argv += change
+    assert main([*argv, "--resume", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"schedgym: error: --resume {tmp_path / 'run'}: the folder holds")
     assert names in err, err
@@ -204,6 +209,16 @@ def test_bad_run_folders_are_one_line_errors(tmp_path, capsys, setup, flag, mess
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("schedgym: error:") and message in err, err
     assert not (tmp_path / "out.json").exists()
+
+
+@pytest.mark.parametrize("flag", ["--run-dir", "--resume"])
+@pytest.mark.parametrize("name", ["", " "])
+def test_an_empty_run_folder_name_is_refused(tmp_path, capsys, monkeypatch, flag, name):
+    # Path("") is the current folder: an empty name must not make it the run folder.
+    monkeypatch.chdir(tmp_path)
+    assert main(["compare", "--policies", "fitgpp", *SMALL_ARGS, flag, name]) == 2
+    assert capsys.readouterr().err == f"schedgym: error: {flag} needs a folder name, got {name!r}\n"
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_temporary_file_a_killed_run_left_is_ignored(tmp_path):

@@ -35,6 +35,7 @@ TINY_ARGS = [
     "--total-timesteps", "128", "--n-envs", "1", "--vec-env", "dummy", "--n-steps", "64", "--batch-size", "32",
     "--eval-freq", "64", "--n-eval-workloads", "1", "--env-kwargs", '{"n_jobs": 150, "load": 1.6}', "--no-tensorboard",
 ]  # fmt: skip
+"""(``TINY_ARGS[2:]`` is all but its --total-timesteps, for a test that sets its own: an option is given once.)"""
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -154,7 +155,7 @@ def test_a_trial_whose_worker_process_is_killed_is_trained_again_to_the_same_fig
     killer.start()
     argv = [
         "tune", "--num-samples", "1", "--max-failures", "1", "--run-dir", str(runs),
-        "--json", str(tmp_path / "t.json"), *TINY_ARGS, "--total-timesteps", "256",
+        "--json", str(tmp_path / "t.json"), *TINY_ARGS[2:], "--total-timesteps", "256",
     ]  # fmt: skip
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
@@ -231,7 +232,7 @@ def test_a_trial_whose_worker_was_lost_trains_again_in_an_emptied_folder(tmp_pat
 def test_asha_stops_some_trials_and_ranks_the_finished_first(tmp_path):
     argv = [
         "tune", "--search", "learning_rate=loguniform:1e-4,1e-3", "--num-samples", "6", "--scheduler", "asha",
-        "--run-dir", str(tmp_path), "--json", str(tmp_path / "t.json"), *TINY_ARGS, "--total-timesteps", "512",
+        "--run-dir", str(tmp_path), "--json", str(tmp_path / "t.json"), *TINY_ARGS[2:], "--total-timesteps", "512",
     ]  # fmt: skip
     with contextlib.redirect_stdout(io.StringIO()):
         assert main(argv) == 0
