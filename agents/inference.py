@@ -257,6 +257,20 @@ class PolicyNetwork:
 
     def act_batch(self, observations: np.ndarray, action_masks: np.ndarray | None = None) -> np.ndarray:
         """The actions (int64, shape ``(n,)``) for observations ``(n, obs_dim)`` and masks ``(n, n_actions)``."""
+        obs = self._checked(observations, action_masks)
+        if self.algo == "dqn":
+            return np.argmax(self.logits_batch(obs), axis=1).astype(np.int64)  # ties: the first, as torch.argmax
+        return greedy(self._log_probabilities(obs, action_masks))
+
+    def log_probabilities_batch(self, observations: np.ndarray, action_masks: np.ndarray | None = None) -> np.ndarray:
+        """The log-probabilities (float32, ``(n, n_actions)``) of the policy's distribution, computed as torch
+        computes them (a masked action's is about -1e8): :func:`greedy` of them is :meth:`act_batch`'s action."""
+        obs = self._checked(observations, action_masks)
+        if self.algo == "dqn":
+            raise SchedGymError("A dqn model gives Q-values, not a distribution over actions")
+        return self._log_probabilities(obs, action_masks)
+
+    def _checked(self, observations: np.ndarray, action_masks: np.ndarray | None) -> np.ndarray:
         obs = np.asarray(observations)
         if obs.ndim != 2 or obs.shape[1] != self.obs_dim:
             raise SchedGymError(f"Expected observations of shape (n, {self.obs_dim}), got {obs.shape}")
@@ -265,20 +279,27 @@ class PolicyNetwork:
         if action_masks is not None and np.shape(action_masks) != (len(obs), self.n_actions):
             shape = np.shape(action_masks)
             raise SchedGymError(f"Expected action masks of shape ({len(obs)}, {self.n_actions}), got {shape}")
-        logits = self.logits_batch(obs)
-        if self.algo == "dqn":
-            return np.argmax(logits, axis=1).astype(np.int64)  # ties: the first index, as torch.argmax
+        return obs
+
+    def _log_probabilities(self, obs: np.ndarray, action_masks: np.ndarray | None) -> np.ndarray:
         # SB3's deterministic action is the argmax of Categorical(logits).probs, not of the logits: torch takes
         # logits - logsumexp(logits), then a softmax, in float32, which makes near-equal logits exactly equal,
         # and the first one then wins. Small logits (untrained models: ~1e-2) hit this often, so the same float32
         # steps are repeated here; a plain argmax of the logits disagreed with torch on 0.2-1% of the tests' inputs.
-        z = _normalise(logits)
+        z = _normalise(self.logits_batch(obs))
         if self.algo == "maskable_ppo":  # MaskableCategorical normalises again after masking, even with no mask
             z = _normalise(
                 z if action_masks is None else np.where(np.asarray(action_masks, bool), z, np.float32(HUGE_NEG))
             )
-        e = np.exp(z - z.max(axis=1, keepdims=True))
-        return np.argmax(e / e.sum(axis=1, keepdims=True), axis=1).astype(np.int64)
+        return z
+
+
+def greedy(log_probabilities: np.ndarray) -> np.ndarray:
+    """The most probable action of each row of float32 log-probabilities (int64, ``(n,)``), as torch finds it:
+    the argmax of the float32 softmax, so that near-equal actions tie and the first one wins."""
+    z = np.asarray(log_probabilities)
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return np.argmax(e / e.sum(axis=1, keepdims=True), axis=1).astype(np.int64)
 
 
 def _dense(x: np.ndarray, layers: Layers, activation: str, *, last: bool) -> np.ndarray:
@@ -395,6 +416,9 @@ class RLlibActorNetwork(_LayerStack, PolicyNetwork):
                 raise SchedGymError(f"Expected action masks of shape {logits.shape}, got {shape}")
             logits = np.where(np.asarray(action_masks, bool), logits, np.float32(HUGE_NEG))
         return np.argmax(logits, axis=1).astype(np.int64)
+
+    def log_probabilities_batch(self, observations: np.ndarray, action_masks: np.ndarray | None = None) -> np.ndarray:
+        raise SchedGymError("An RLlib actor acts by the argmax of its masked logits; it gives no log-probabilities")
 
 
 MAX_NPZ_BYTES = 1 << 30  # an exported actor of 64 x 64 units is ~70 kB; this refuses a crafted giant

@@ -44,7 +44,7 @@ def failures(
     return failed
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--policy", required=True, help="a registered policy or NAME:PATH (not fitgpp or k8s)")
     parser.add_argument("--seeds", type=int, default=20, help="seeds per workload, at least 2 (a trace: its windows)")
@@ -52,7 +52,7 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=1, help="processes (1: serial)")
     parser.add_argument("--split", choices=("test", "validation"), default="test",
                         help="test seeds (to report) or validation seeds (to choose an agent)")  # fmt: skip
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.seeds < 2:
         parser.error("--seeds must be at least 2: the verdicts and the interval need paired seeds")
     try:

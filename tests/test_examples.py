@@ -258,3 +258,45 @@ def test_switch_teacher_is_fitgpp_on_small_clusters_and_the_lookahead_elsewhere(
     runs = {name: p["per_seed"] for name, p in json.loads(out.read_text())["policies"].items()}
     assert runs["fitgpp"] != runs["lookahead-nowait-pc10"]  # the two rules differ here, so the test can tell
     assert runs["switch"] == runs[same_as]
+
+
+def _fallback_agent(monkeypatch):
+    import importlib.util
+
+    monkeypatch.syspath_prepend(str(EXAMPLES))  # it imports shift_targets from its folder, as when run
+    spec = importlib.util.spec_from_file_location("fallback_agent", EXAMPLES / "fallback_agent.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(("cluster", "small_nodes", "same_as"), [("small", 4, "fitgpp"), ("small", 3, "dagger"),
+                                                                  ("paper", 8, "dagger")])  # fmt: skip
+def test_fallback_agent_is_fitgpp_on_small_clusters_and_the_agent_elsewhere(monkeypatch, cluster, small_nodes, same_as):
+    from schedgym.experiments.runner import run_policy, run_rng
+    from schedgym.registry import make_policy
+    from schedgym.sim.cluster import cluster_preset
+    from schedgym.workloads.synthetic import generate, preset
+
+    fallback = _fallback_agent(monkeypatch).Fallback("dagger,dagger", small_nodes)  # an ensemble of two copies
+    spec = cluster_preset(cluster)
+    wl = generate(preset("paper", n_jobs=300), spec, np.random.default_rng(np.random.SeedSequence([0, 0])))
+    policies = {"fitgpp": make_policy("fitgpp"), "dagger": make_policy("dagger"), "fallback": fallback}
+    runs = {name: run_policy(p, spec, wl, rng=run_rng(0)) for name, p in policies.items()}
+    assert not np.array_equal(runs["fitgpp"].completion, runs["dagger"].completion)  # so the test can tell
+    for field in ("completion", "first_start", "preemptions"):
+        np.testing.assert_array_equal(getattr(runs["fallback"], field), getattr(runs[same_as], field))
+
+
+def test_fallback_agent_runs_shift_targets_and_refuses_what_it_cannot_do(tmp_path):
+    out = _run("fallback_agent.py", "--members", "dagger", "--seeds", "2", "--jobs", "300", cwd=tmp_path)
+    table, last = out.strip().split("\n\n")
+    assert len(table.splitlines()) == 12 and last.startswith("target 3 holds on ") and last.endswith("for fallback")
+    for args, needle in ((("--members", "dagger,lean-ppo"), "'lean-ppo' is not a MaskablePPO agent"),
+                         (("--members", "dagger,ppo"), "'ppo' reads other observations than 'dagger'"),
+                         (("--members", "nope"), "nope"), (("--members", "dagger", "--workers", "2"), "--workers"),
+                         (("--members", "dagger", "--policy", "k8s"), "--policy"),
+                         (("--members", "dagger", "--small-nodes", "-1"), "at least 0")):  # fmt: skip
+        done = subprocess.run([sys.executable, str(EXAMPLES / "fallback_agent.py"), *args], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert done.returncode == 2 and needle in done.stderr and "Traceback" not in done.stderr, done.stderr

@@ -21,7 +21,7 @@ from helpers import acts_like_sb3
 
 import agents.inference
 import schedgym  # noqa: F401  (registers the environment ids)
-from agents.inference import MlpPolicyNetwork, load_policy_network
+from agents.inference import MlpPolicyNetwork, greedy, load_policy_network
 from schedgym.errors import SchedGymError
 
 BUNDLED = Path(agents.inference.__file__).parent / "bundled" / "ppo_paper.zip"
@@ -248,6 +248,24 @@ def test_bundled_model_picks_what_maskable_ppo_predict_picks():
     np.testing.assert_array_equal(net.act_batch(obs), model.predict(obs, deterministic=True)[0])
 
 
+def test_log_probabilities_are_maskable_ppos_and_their_greedy_action_is_act_batchs():
+    sb3_contrib = pytest.importorskip("sb3_contrib")
+    import torch
+
+    model = sb3_contrib.MaskablePPO.load(BUNDLED, device="cpu")
+    net = load_policy_network(BUNDLED, "maskable_ppo")
+    obs, masks = _random_inputs(3, 2000, 228, 17)
+    mine = net.log_probabilities_batch(obs, masks)
+    assert mine.dtype == np.float32 and (mine[~masks] < -1e7).all()
+    np.testing.assert_array_equal(greedy(mine), net.act_batch(obs, masks))
+    with torch.no_grad():
+        dist = model.policy.get_distribution(torch.as_tensor(obs), action_masks=masks)
+        theirs = dist.distribution.logits.numpy()  # normalised: log-probabilities
+    np.testing.assert_allclose(mine[masks], theirs[masks], rtol=0, atol=1e-5)
+    np.testing.assert_allclose(np.exp(mine).sum(axis=1), 1.0, rtol=1e-5)
+    np.testing.assert_array_equal(greedy(net.log_probabilities_batch(obs)), net.act_batch(obs))
+
+
 def test_bundled_model_acts_like_maskable_ppo_in_the_environment():
     sb3_contrib = pytest.importorskip("sb3_contrib")
     model = sb3_contrib.MaskablePPO.load(BUNDLED, device="cpu")
@@ -295,6 +313,12 @@ def test_fresh_models_pick_what_predict_picks(tmp_path, algo, policy_kwargs):
         np.testing.assert_array_equal(net.act_batch(obs), model.predict(obs, deterministic=True)[0])
     single = {"action_masks": masks[0]} if algo == "maskable_ppo" else {}
     assert net.act(obs[0], single.get("action_masks")) == model.predict(obs[0], deterministic=True, **single)[0]
+    if algo == "dqn":  # Q-values are no distribution
+        with pytest.raises(SchedGymError, match="Q-values"):
+            net.log_probabilities_batch(obs)
+    else:
+        legal = masks if algo == "maskable_ppo" else None
+        np.testing.assert_array_equal(greedy(net.log_probabilities_batch(obs, legal)), net.act_batch(obs, legal))
 
 
 def test_a_dqn_model_is_not_read_as_ppo(tmp_path):
@@ -338,3 +362,11 @@ def test_torch_save_files_with_strided_tensors_and_parameters_are_read(tmp_path)
     state["action_net.bias"] = torch.zeros(3, dtype=torch.float16)
     with pytest.raises(SchedGymError, match="HalfStorage tensors; only float32 and float64 are supported"):
         load_policy_network(_torch_saved_model(tmp_path / "half.zip", state), "ppo")
+
+
+def test_an_rllib_actor_gives_no_log_probabilities():
+    # its action is the argmax of the masked logits, not the greedy action of a float32 distribution
+    net = agents.inference.RLlibActorNetwork(layers=((np.eye(3), np.zeros(3)),), activations=("",))
+    assert net.act_batch(np.eye(3)[[2]]).tolist() == [2]
+    with pytest.raises(SchedGymError, match="no log-probabilities"):
+        net.log_probabilities_batch(np.eye(3))
