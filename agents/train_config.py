@@ -379,8 +379,41 @@ def check_combination(config: TrainConfig) -> None:
     if config.sb3.vec_env == "vector" and not ALGOS[common.algo][2]:
         # The vector environment's sub-environments cannot be wrapped one by one (IllegalActionAsWait).
         raise ConfigError(f"vec_env 'vector' needs an algorithm that reads action masks, not {common.algo!r}")
+    _check_read(config)
     _check_network_size(config)
     _check_rllib(config)
+
+
+def _given(group: object, *names: str) -> list[str]:
+    """Those of the fields ``names`` of the dataclass ``group`` set to other than their defaults."""
+    defaults = {f.name: f.default for f in dataclasses.fields(group)}  # type: ignore[arg-type]
+    return [name for name in names if getattr(group, name) != defaults[name]]
+
+
+def _check_read(config: TrainConfig) -> None:
+    """That every setting given is one the run reads: an option the run would ignore, or clamp, is refused
+    rather than recorded in the run's ``.json`` as if it had shaped the model."""
+    common, model = config.common, config.model
+    if config.imitation.imitate is None:
+        given = _given(config.imitation, "imitate_decisions", "imitate_rounds", "imitate_epochs")
+        if given:
+            verb = "apply" if len(given) > 1 else "applies"
+            raise ConfigError(f"{' and '.join(given)} {verb} to imitation, which needs imitate (a policy to imitate)")
+    if common.algo == "dqn":
+        given = _given(model, "n_steps", "ent_coef")
+        if given:
+            verb = "apply" if len(given) > 1 else "applies"
+            raise ConfigError(
+                f"{' and '.join(given)} {verb} to the PPO algorithms (maskable_ppo, ppo, rllib_ppo), not dqn"
+            )
+    elif common.algo != RLLIB_ALGO and common.total_timesteps > 0:
+        # stable-baselines3's PPO silently takes the whole rollout as one minibatch when batch_size exceeds it.
+        rollout = model.n_steps * common.n_envs
+        if model.batch_size > rollout:
+            raise ConfigError(
+                f"Expected batch_size <= n_steps * n_envs = {rollout} (the samples of one update), "
+                f"got {model.batch_size}"
+            )
 
 
 def _check_network_size(config: TrainConfig) -> None:

@@ -79,11 +79,23 @@ def test_a_bad_value_is_one_error_from_its_group(group, kwargs, message):
         ({"num_env_runners": 2}, "num_env_runners applies to algo rllib_ppo, not maskable_ppo"),
         ({"algo": "rllib_ppo", "imitate": "fitgpp"}, "imitate needs maskable_ppo or ppo, not rllib_ppo"),
         ({"net_arch": (5000, 5000)}, "expected at most 50,000,000"),
+        # Settings the run would not read were accepted, ignored, and recorded in its .json.
+        ({"imitate_rounds": 2}, "imitate_rounds applies to imitation, which needs imitate (a policy to imitate)"),
+        ({"imitate_decisions": 5, "imitate_epochs": 2}, "imitate_decisions and imitate_epochs apply to imitation"),
+        ({"algo": "dqn", "n_steps": 64}, "n_steps applies to the PPO algorithms (maskable_ppo, ppo, rllib_ppo), not"),
+        ({"algo": "dqn", "ent_coef": 0.0, "n_steps": 64}, "n_steps and ent_coef apply to the PPO algorithms"),
+        # stable-baselines3's PPO silently took the whole rollout (64 samples) as one minibatch of 65.
+        ({"n_steps": 32, "n_envs": 2, "batch_size": 65}, r"Expected batch_size <= n_steps \* n_envs = 64 "),
     ],
 )
 def test_combinations_are_checked_once_the_groups_are_valid(options, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         TrainConfig.of(**options)
+
+
+def test_what_a_run_does_not_read_may_be_left_at_its_default():
+    TrainConfig.of(algo="dqn", n_steps=512, ent_coef=0.01)  # the defaults: nothing was asked of dqn
+    TrainConfig.of(imitate="fitgpp", imitate_rounds=2, total_timesteps=0, batch_size=4096)  # imitation alone
 
 
 def test_an_unknown_option_says_which_was_meant():
