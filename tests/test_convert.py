@@ -467,6 +467,14 @@ def test_swf_keep_status_forms():
     assert SwfRules(keep_status=[1, 0]).keep_status == (0, 1)
 
 
+@pytest.mark.parametrize("text", ["1_0", "\u0661", "1,,5", "1,", "0x1"])
+def test_swf_keep_status_text_is_ascii_integers_every_item(text):
+    # int() read '1_0' as 10 and '\u0661' (Arabic-Indic one) as 1, and an empty item was skipped: the
+    # statuses kept were not those written (docs/input.md: numbers are ASCII decimal).
+    with pytest.raises(ConfigError, match="keep_status"):
+        SwfRules(keep_status=text)
+
+
 # ---------------------------------------------------------------- the converted jobs in the simulator
 
 

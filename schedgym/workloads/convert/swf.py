@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from schedgym import limits
-from schedgym._csvio import number_problem, read_text
+from schedgym._csvio import number_problem, parse_integer, read_text
 from schedgym.errors import ConfigError, TraceError
 from schedgym.limits import MAX_TIME
 from schedgym.sim.job import JobClass, JobSpec
@@ -120,10 +120,9 @@ def _statuses(value: object) -> tuple[int, ...]:
     accepted too."""
     items: object = value
     if isinstance(value, str):
-        try:
-            items = [int(s) for s in value.split(",") if s.strip()]
-        except ValueError:
-            items = None
+        # ASCII digits, every item (int() read '1_0' as 10 and '١' as 1; an empty item was skipped).
+        numbers = [parse_integer(s) for s in value.split(",")]
+        items = None if None in numbers else numbers
     elif isinstance(value, int) and not isinstance(value, bool):
         items = [value]
     if (
