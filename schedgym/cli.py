@@ -559,7 +559,10 @@ def _compare_config(args: argparse.Namespace):  # noqa: ANN202
     from schedgym.experiments.compare import CompareConfig
     from schedgym.sim.simulator import SimConfig
 
-    policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
+    names = [p.strip() for p in args.policies.split(",")]
+    if any(names) and not all(names):  # 'fifo,,k8s' or 'fifo,': a name left out, not a list to tidy
+        raise ConfigError(f"--policies {args.policies!r}: expected comma-separated names, got an empty one")
+    policies = tuple(name for name in names if name)
     return CompareConfig(
         policies=policies,
         workload=None if args.trace else args.workload,

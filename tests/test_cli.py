@@ -427,6 +427,16 @@ def test_options_given_once_and_repeatable_options_still_parse():
     assert not any(name.startswith("_schedgym") for name in vars(args))  # nothing of the check is left
 
 
+@pytest.mark.parametrize("policies", ["fifo,,fitgpp", "fifo,", ",fifo"])
+def test_an_empty_policy_name_is_refused(tmp_path, capsys, policies):
+    # The empty name was skipped: 'fifo,,fitgpp' compared two policies where the user may have meant three.
+    argv = ["compare", "--policies", policies, "--seeds", "1", "--jobs", "20", "--cluster", "small", "--no-progress"]
+    assert main([*argv, "--json", str(tmp_path / "out.json")]) == 2
+    line = assert_one_line_error(capsys.readouterr().err)
+    assert line == f"schedgym: error: --policies {policies!r}: expected comma-separated names, got an empty one"
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_unwritable_json_path(tmp_path, capsys):
     status = main(
         [
