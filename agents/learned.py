@@ -292,9 +292,20 @@ def verify_bundled(name: str = "ppo") -> None:
 
 
 def bundled_agent(name: str = "ppo") -> Policy:
-    """Registry factory of a bundled agent, verified against its recorded SHA-256 sums first."""
+    """Registry factory of a bundled agent, verified against its recorded SHA-256 sums first; one whose
+    manifest entry names a ``fallback`` is wrapped in :class:`agents.fallback.SmallClusterFallback`."""
     verify_bundled(name)
-    return load_agent(BUNDLED[name], name=name)
+    agent = load_agent(BUNDLED[name], name=name)
+    fallback = BUNDLED_AGENTS[name].fallback
+    if fallback is None:
+        return agent
+    from agents.fallback import SmallClusterFallback
+    from schedgym.registry import make_policy, policy_entry
+
+    rule, max_nodes = fallback
+    if policy_entry(rule).learned:
+        raise SchedGymError(f"the bundled agent {name!r} falls back to {rule!r}, which is not a rule")
+    return SmallClusterFallback(agent, make_policy(rule), max_nodes, name=name)
 
 
 __all__ = [

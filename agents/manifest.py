@@ -1,6 +1,7 @@
 """The bundled agents' manifest, ``agents/bundled/manifest.json``: one entry per agent (registry name, one-line
 description, model and ``.json`` file names with their SHA-256 sums, algorithm, environment id and workload it
-was trained and chosen on, the training command that made it).
+was trained and chosen on, the training command that made it; optionally ``fallback``, the rule that decides
+instead of the agent on clusters of at most ``max_nodes`` nodes: ``{"rule": "fitgpp", "max_nodes": 8}``).
 
 Standard library only, so that :mod:`schedgym.registry` registers the bundled agents from it without importing
 numpy or the agents' code; :mod:`agents.learned` derives ``BUNDLED`` and ``BUNDLED_SHA256`` from it and checks a
@@ -21,6 +22,7 @@ BUNDLED_DIR = Path(__file__).resolve().parent / "bundled"
 MANIFEST = BUNDLED_DIR / "manifest.json"
 FORMAT = 1
 _FIELDS = ("name", "description", "model", "metadata", "algo", "env_id", "workload", "train_command")
+_OPTIONAL = ("fallback",)
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,7 @@ class BundledAgent:
     env_id: str
     workload: str
     train_command: str
+    fallback: tuple[str, int] | None = None  # (rule, max_nodes): the rule decides on clusters that small
 
     def files(self) -> dict[str, str]:
         """File name -> SHA-256, the model's and its ``.json``'s."""
@@ -75,8 +78,12 @@ def read_manifest(path: Path = MANIFEST) -> dict[str, BundledAgent]:
     agents: dict[str, BundledAgent] = {}
     files: set[str] = set()
     for entry in raw["agents"]:
-        if not isinstance(entry, dict) or set(entry) != set(_FIELDS):
-            raise _bad(path, f"each agent must be an object with exactly the keys {list(_FIELDS)}, got {entry!r}")
+        if not isinstance(entry, dict) or not set(_FIELDS) <= set(entry) <= set(_FIELDS + _OPTIONAL):
+            raise _bad(
+                path,
+                f"each agent must be an object with the keys {list(_FIELDS)} (and optionally "
+                f"{list(_OPTIONAL)}), got {entry!r}",
+            )
         name = entry["name"]
         for key in ("name", "description", "algo", "env_id", "workload", "train_command"):
             if not isinstance(entry[key], str) or not entry[key]:
@@ -95,9 +102,23 @@ def read_manifest(path: Path = MANIFEST) -> dict[str, BundledAgent]:
         files |= {model, meta}
         agents[name] = BundledAgent(
             name, entry["description"], model, model_sha, meta, meta_sha, entry["algo"], entry["env_id"],
-            entry["workload"], entry["train_command"],
+            entry["workload"], entry["train_command"], _fallback(path, name, entry.get("fallback")),
         )  # fmt: skip
     return agents
+
+
+def _fallback(path: Path, name: str, value: Any) -> tuple[str, int] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or set(value) != {"rule", "max_nodes"}:
+        raise _bad(path, f"agent {name!r}: 'fallback' must be an object with 'rule' and 'max_nodes'")
+    rule, nodes = value["rule"], value["max_nodes"]
+    # whether the rule exists is the registry's to say (when the agent is made): this module imports no rules
+    if not isinstance(rule, str) or not rule or ":" in rule:
+        raise _bad(path, f"agent {name!r}: fallback.rule must be a policy name, got {rule!r}")
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
+        raise _bad(path, f"agent {name!r}: fallback.max_nodes must be an integer >= 1, got {nodes!r}")
+    return rule, nodes
 
 
 def sha256_of(path: Path) -> str:

@@ -9,8 +9,8 @@ script's are examples/shift_targets.py's (its --policy is `fallback`):
     python examples/fallback_agent.py --members dagger --small-nodes 0 --seeds 2 --jobs 300
 
 Why: every student of `lookahead-nowait-pc10` trained on `mix` failed target 3 on `paper 4 nodes`, where fitgpp's
-objective is better (docs/log.md, sixth and seventh sessions). A fallback to a rule where the learner is known to
-be weak is what an operator would deploy; this measures what it buys off the training distribution.
+objective is better (docs/log.md, sixth and seventh sessions). This is how the bundled `dagger-mix` (one such
+student with the same fallback, agents.fallback) was chosen among training seeds.
 """
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ import sys
 import numpy as np
 import shift_targets  # examples/shift_targets.py: this script's folder is on sys.path
 
+from agents.fallback import SmallClusterFallback
 from agents.inference import PolicyNetwork, greedy
 from agents.learned import LearnedPolicy
 from schedgym.errors import SchedGymError
 from schedgym.registry import make_policy, register_policy
-from schedgym.sim.policy import Policy, PreemptionPlan, PreemptionRequest
+from schedgym.sim.policy import Policy
 
 
 class MeanLogProbabilities:
@@ -58,31 +59,9 @@ def ensemble(specs: list[str]) -> Policy:
                          max_candidates=first.max_candidates, estimate_noise=first.estimate_noise)  # fmt: skip
 
 
-class Fallback(Policy):
-    """fitgpp where the cluster has at most ``small_nodes`` nodes, the members' agent elsewhere."""
-
-    preempts = True
-
-    def __init__(self, members: str, small_nodes: int = 8):
-        self.small_nodes = small_nodes
-        self.small, self.large = make_policy("fitgpp"), ensemble(members.split(","))
-        if self.small.queue != self.large.queue:  # the simulator schedules with one queue discipline
-            raise SchedGymError(
-                f"--members: the agent's queue is {self.large.queue.value}, fitgpp's {self.small.queue.value}"
-            )
-        self.queue = self.large.queue
-        self.name = "fallback"
-
-    def reset(self, rng: np.random.Generator | None = None) -> None:
-        super().reset(rng)
-        # The agent draws from the run's generator itself (spawning does not advance it), so that where no
-        # cluster is small this policy is the agent, run for run.
-        self.small.reset(self.rng.spawn(1)[0])
-        self.large.reset(self.rng)
-
-    def _decide(self, request: PreemptionRequest) -> PreemptionPlan:
-        rule = self.small if request.capacity.shape[0] <= self.small_nodes else self.large
-        return rule.decide(request)
+def fallback(members: str, small_nodes: int = 8) -> SmallClusterFallback:
+    """The policy `fallback`: fitgpp on clusters of at most ``small_nodes`` nodes, the members' agent elsewhere."""
+    return SmallClusterFallback(ensemble(members.split(",")), make_policy("fitgpp"), small_nodes, name="fallback")
 
 
 def main() -> int:
@@ -101,13 +80,13 @@ def main() -> int:
     if any(arg.startswith("--workers") for arg in rest):  # worker processes start without this registration
         parser.error("--workers: `fallback` is registered in this process only; it runs serially")
     try:
-        Fallback(args.members, args.small_nodes)  # fails here, in one line, rather than in every worker
+        fallback(args.members, args.small_nodes)  # refused here, in one line, before the suite starts
     except SchedGymError as exc:
         print(f"schedgym: error: {exc}", file=sys.stderr)
         return 2
     what = f"fitgpp on clusters of at most {args.small_nodes} nodes, {args.members} elsewhere"
     register_policy(
-        "fallback", Fallback, kwargs={"members": args.members, "small_nodes": args.small_nodes}, description=what
+        "fallback", fallback, kwargs={"members": args.members, "small_nodes": args.small_nodes}, description=what
     )
     return shift_targets.main(["--policy", "fallback", *rest])
 

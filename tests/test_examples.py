@@ -278,7 +278,7 @@ def test_fallback_agent_is_fitgpp_on_small_clusters_and_the_agent_elsewhere(monk
     from schedgym.sim.cluster import cluster_preset
     from schedgym.workloads.synthetic import generate, preset
 
-    fallback = _fallback_agent(monkeypatch).Fallback("dagger,dagger", small_nodes)  # an ensemble of two copies
+    fallback = _fallback_agent(monkeypatch).fallback("dagger,dagger", small_nodes)  # an ensemble of two copies
     spec = cluster_preset(cluster)
     wl = generate(preset("paper", n_jobs=300), spec, np.random.default_rng(np.random.SeedSequence([0, 0])))
     policies = {"fitgpp": make_policy("fitgpp"), "dagger": make_policy("dagger"), "fallback": fallback}

@@ -79,7 +79,30 @@ def test_a_missing_extra_or_changed_file_is_named(tmp_path):
     ("change", "needle"),
     [
         (lambda m: m.update(format=2), "'format': 1"),
-        (lambda m: m["agents"][0].pop("train_command"), "exactly the keys"),
+        (lambda m: m["agents"][0].pop("train_command"), r"with the keys \[.*\] \(and optionally \['fallback'\]\)"),
+        (lambda m: m["agents"][0].update(extra=1), r"and optionally \['fallback'\]"),
+        (
+            lambda m: m["agents"][0].update(fallback="fitgpp"),
+            "'fallback' must be an object with 'rule' and 'max_nodes'",
+        ),
+        (lambda m: m["agents"][0].update(fallback={"rule": "fitgpp"}), "'fallback' must be an object"),
+        (lambda m: m["agents"][0].update(fallback={"rule": "", "max_nodes": 8}), "fallback.rule must be a policy name"),
+        (
+            lambda m: m["agents"][0].update(fallback={"rule": "mine:x", "max_nodes": 8}),
+            "fallback.rule must be a policy",
+        ),
+        (
+            lambda m: m["agents"][0].update(fallback={"rule": "fitgpp", "max_nodes": 0}),
+            "max_nodes must be an integer >= 1",
+        ),
+        (
+            lambda m: m["agents"][0].update(fallback={"rule": "fitgpp", "max_nodes": True}),
+            "max_nodes must be an integer",
+        ),
+        (
+            lambda m: m["agents"][0].update(fallback={"rule": "fitgpp", "max_nodes": 8.0}),
+            "max_nodes must be an integer",
+        ),
         (lambda m: m["agents"][0]["model"].update(sha256="ABC"), "64 lowercase hex digits"),
         (lambda m: m["agents"][0]["model"].update(file="../x.zip"), "file name in agents/bundled/"),
         (lambda m: m["agents"][0]["model"].update(file="x.pt"), r"a \.zip or \.npz file name"),
