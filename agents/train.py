@@ -312,13 +312,16 @@ def _train(
             tb_log_name="train",
         )
     seconds = time.perf_counter() - t0
+    # stable-baselines3 plays whole rollouts (n_steps per sub-environment), so it may take more steps than asked
+    steps = model.num_timesteps
     venv.close()
 
     # --- save the final model with everything needed to load it again
     final = validation.evaluate(model)
     summary = {
         "train_seconds": seconds,
-        "steps_per_second": common.total_timesteps / seconds if seconds > 0 else float("nan"),
+        "timesteps": steps,
+        "steps_per_second": steps / seconds if seconds > 0 else float("nan"),
         "imitation": imitation,
         "baselines": validation.baseline_means(),
         "final_evaluation": final,
@@ -335,8 +338,12 @@ def _train(
     # Last, once every file is written: a caller may end the process when it learns the run is over.
     on_evaluation({**final, "timesteps": model.num_timesteps, "final": True})
     if common.total_timesteps > 0:
-        rate = common.total_timesteps / seconds
-        print(f"trained {common.total_timesteps} steps in {seconds:.0f} s: {rate:,.0f} steps/s")
+        asked = (
+            ""
+            if steps == common.total_timesteps
+            else f" ({common.total_timesteps} asked: whole rollouts of n_steps x n_envs)"
+        )
+        print(f"trained {steps} steps{asked} in {seconds:.0f} s: {steps / seconds:,.0f} steps/s")
     print(format_evaluation(final, common.eval_baselines))
     print(f"saved {run_dir / 'model.zip'} and best_model.zip (validation score {best.stats['score']:.3f})")
     return run_dir

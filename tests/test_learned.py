@@ -46,6 +46,13 @@ def test_training_writes_final_and_best_models_with_their_description(trained):
     assert (env_part, algo, seed) == ("schedgym_Preemption-v1", "maskable_ppo", "0") and stamp
 
 
+def test_the_steps_reported_are_the_steps_trained(tmp_path, capsys):
+    # 100 asked, rollouts of 64 steps on one environment: stable-baselines3 trains 128 (it once printed 100)
+    run_dir = train(TrainConfig.of(run_dir=str(tmp_path), **{**TINY, "total_timesteps": 100}))
+    assert json.loads((run_dir / "model.json").read_text())["timesteps"] == 128
+    assert "trained 128 steps (100 asked: whole rollouts of n_steps x n_envs) in " in capsys.readouterr().out
+
+
 def test_saved_agent_loads_by_path_under_any_name(trained):
     agent = make_policy(f"mine:{trained / 'model.zip'}")
     assert isinstance(agent, LearnedPolicy) and isinstance(agent, Policy)
