@@ -43,7 +43,7 @@ def test_the_readmes_table_is_what_its_command_writes(tmp_path, capsys):
 
 CASES = {
     "rules": ((), "fifo,priority,k8s,random,fitgpp,fitgpp-fitness,fitgpp-gracefirst"),
-    "paper": ((), "fifo,priority,fitgpp,k8s,random,ppo,dagger,dagger-nowait,lean-ppo,lean-ppo-nowait"),
+    "paper": ((), "fifo,priority,fitgpp,k8s,random,ppo,dagger,dagger-nowait,lean-ppo,lean-ppo-nowait,dagger-mix"),
     "realistic": (("--workload", "realistic"), "fitgpp,k8s,ppo,dagger-realistic,lean-ppo,lean-ppo-nowait"),
     "philly": (("--workload", "philly"), "fifo,priority,k8s,fitgpp,ppo,dagger-philly,lean-ppo,lean-ppo-nowait"),
     "alibaba": (
