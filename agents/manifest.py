@@ -102,14 +102,13 @@ def read_manifest(path: Path = MANIFEST) -> dict[str, BundledAgent]:
         files |= {model, meta}
         agents[name] = BundledAgent(
             name, entry["description"], model, model_sha, meta, meta_sha, entry["algo"], entry["env_id"],
-            entry["workload"], entry["train_command"], _fallback(path, name, entry.get("fallback")),
+            entry["workload"], entry["train_command"], _fallback(path, name, entry) if "fallback" in entry else None,
         )  # fmt: skip
     return agents
 
 
-def _fallback(path: Path, name: str, value: Any) -> tuple[str, int] | None:
-    if value is None:
-        return None
+def _fallback(path: Path, name: str, entry: dict[str, Any]) -> tuple[str, int]:
+    value = entry["fallback"]  # present: null is not "no fallback", which is leaving the key out
     if not isinstance(value, dict) or set(value) != {"rule", "max_nodes"}:
         raise _bad(path, f"agent {name!r}: 'fallback' must be an object with 'rule' and 'max_nodes'")
     rule, nodes = value["rule"], value["max_nodes"]

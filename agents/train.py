@@ -312,7 +312,8 @@ def _train(
             tb_log_name="train",
         )
     seconds = time.perf_counter() - t0
-    # stable-baselines3 plays whole rollouts (n_steps per sub-environment), so it may take more steps than asked
+    # stable-baselines3 stops at a rollout's end (n_steps, or dqn's train_freq, per environment): it may take more
+    # steps than asked
     steps = model.num_timesteps
     venv.close()
 
@@ -339,9 +340,7 @@ def _train(
     on_evaluation({**final, "timesteps": model.num_timesteps, "final": True})
     if common.total_timesteps > 0:
         asked = (
-            ""
-            if steps == common.total_timesteps
-            else f" ({common.total_timesteps} asked: whole rollouts of n_steps x n_envs)"
+            "" if steps == common.total_timesteps else f" ({common.total_timesteps} asked: it stops at a rollout's end)"
         )
         print(f"trained {steps} steps{asked} in {seconds:.0f} s: {steps / seconds:,.0f} steps/s")
     print(format_evaluation(final, common.eval_baselines))

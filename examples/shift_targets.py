@@ -5,6 +5,7 @@ dominated by fitgpp or k8s, its TE p95 is within 5% of the lower of the two rule
     python examples/shift_targets.py --policy lean-ppo --workers 2      # 20 test seeds, about 40 s
     python examples/shift_targets.py --policy mine:runs/x/agent.npz --seeds 5 --jobs 2000
     python examples/shift_targets.py --policy mine:runs/x/agent.npz --split validation   # to choose an agent
+    python examples/shift_targets.py --policy dagger-mix --first-seed 20   # fresh seeds, synthetic workloads only
 
 Prints one markdown row per workload and a last line saying on how many workloads all three hold. The figures
 come from the same runs as `schedgym compare --suite shifts --policies fitgpp,k8s,POLICY` (docs/suite.md).
@@ -45,23 +46,27 @@ def failures(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--policy", required=True, help="a registered policy or NAME:PATH (not fitgpp or k8s)")
     parser.add_argument("--seeds", type=int, default=20, help="seeds per workload, at least 2 (a trace: its windows)")
     parser.add_argument("--jobs", type=int, default=None, help="cap on each synthetic workload's jobs")
     parser.add_argument("--workers", type=int, default=1, help="processes (1: serial)")
     parser.add_argument("--split", choices=("test", "validation"), default="test",
                         help="test seeds (to report) or validation seeds (to choose an agent)")  # fmt: skip
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="first seed (not 0: fresh seeds of the 8 synthetic workloads, no traces)")  # fmt: skip
     args = parser.parse_args(argv)
     if args.seeds < 2:
         parser.error("--seeds must be at least 2: the verdicts and the interval need paired seeds")
+    if args.first_seed < 0:
+        parser.error("--first-seed must be at least 0")
     try:
         name = check_spec(args.policy)
         if name in RULES:
             raise SchedGymError(f"--policy {args.policy!r} is one of the rules it is judged against")
         workers = ExecutorConfig(kind="process", workers=args.workers) if args.workers > 1 else ExecutorConfig()
         result = run_suite("shifts", (*RULES, args.policy), seeds=args.seeds, max_jobs=args.jobs, split=args.split,
-                           executor=workers)  # fmt: skip
+                           executor=workers, first_seed=args.first_seed)  # fmt: skip
     except SchedGymError as exc:
         print(f"schedgym: error: {exc}", file=sys.stderr)
         return 2

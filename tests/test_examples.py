@@ -92,6 +92,13 @@ def test_shift_targets(tmp_path):
                cwd=tmp_path)  # fmt: skip
     other, last = out.strip().split("\n\n")
     assert len(other.splitlines()) == 12 and other != table and last.endswith("for lean-ppo (validation seeds)")
+    # from a first seed other than 0: fresh seeds of the 8 synthetic workloads (a check held out from a choice)
+    out = _run("shift_targets.py", "--policy", "lean-ppo", "--seeds", "2", "--jobs", "300", "--first-seed", "20",
+               cwd=tmp_path)  # fmt: skip
+    fresh, last = out.strip().split("\n\n")
+    rows = fresh.splitlines()[2:]
+    assert len(rows) == 8 and rows[0].startswith("| paper (seeds 20-21) (capped at 300 jobs) |")
+    assert last.startswith("target 3 holds on ") and last.endswith(" of 8 workloads for lean-ppo")
     # a rule, an unknown name and a single seed are refused in one line
     for args, needle in ((("--policy", "fitgpp"), "one of the rules"), (("--policy", "nope"), "nope"),
                          (("--policy", "lean-ppo", "--seeds", "1"), "at least 2")):  # fmt: skip
@@ -294,7 +301,7 @@ def test_fallback_agent_runs_shift_targets_and_refuses_what_it_cannot_do(tmp_pat
     assert len(table.splitlines()) == 12 and last.startswith("target 3 holds on ") and last.endswith("for fallback")
     for args, needle in ((("--members", "dagger,lean-ppo"), "'lean-ppo' is not a MaskablePPO agent"),
                          (("--members", "dagger,ppo"), "'ppo' reads other observations than 'dagger'"),
-                         (("--members", "nope"), "nope"), (("--members", "dagger", "--workers", "2"), "--workers"),
+                         (("--members", "nope"), "nope"), (("--members", "dagger", "--policy=k8s"), "--policy"),
                          (("--members", "dagger", "--policy", "k8s"), "--policy"),
                          (("--members", "dagger", "--small-nodes", "-1"), "at least 0")):  # fmt: skip
         done = subprocess.run([sys.executable, str(EXAMPLES / "fallback_agent.py"), *args], cwd=tmp_path,

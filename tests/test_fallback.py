@@ -40,6 +40,12 @@ def test_dagger_mix_is_fitgpp_on_4_nodes_and_its_network_on_16(cluster, same_as)
     assert _same(runs["bundled"], runs[same_as])
 
 
+def test_a_randomised_rule_draws_as_it_does_alone():
+    runs = _runs({"wrapped": SmallClusterFallback(make_policy("dagger"), make_policy("random"), 8),
+                  "random": make_policy("random"), "fitgpp": make_policy("fitgpp")}, "small")  # fmt: skip
+    assert _same(runs["wrapped"], runs["random"]) and not _same(runs["random"], runs["fitgpp"])
+
+
 def test_the_threshold_is_inclusive():
     # the 4-node cluster: the rule at max_nodes 4, the agent at 3
     agent = make_policy("dagger")

@@ -50,7 +50,7 @@ def test_the_steps_reported_are_the_steps_trained(tmp_path, capsys):
     # 100 asked, rollouts of 64 steps on one environment: stable-baselines3 trains 128 (it once printed 100)
     run_dir = train(TrainConfig.of(run_dir=str(tmp_path), **{**TINY, "total_timesteps": 100}))
     assert json.loads((run_dir / "model.json").read_text())["timesteps"] == 128
-    assert "trained 128 steps (100 asked: whole rollouts of n_steps x n_envs) in " in capsys.readouterr().out
+    assert "trained 128 steps (100 asked: it stops at a rollout's end) in " in capsys.readouterr().out
 
 
 def test_saved_agent_loads_by_path_under_any_name(trained):

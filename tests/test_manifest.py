@@ -86,6 +86,7 @@ def test_a_missing_extra_or_changed_file_is_named(tmp_path):
             "'fallback' must be an object with 'rule' and 'max_nodes'",
         ),
         (lambda m: m["agents"][0].update(fallback={"rule": "fitgpp"}), "'fallback' must be an object"),
+        (lambda m: m["agents"][0].update(fallback=None), "'fallback' must be an object"),
         (lambda m: m["agents"][0].update(fallback={"rule": "", "max_nodes": 8}), "fallback.rule must be a policy name"),
         (
             lambda m: m["agents"][0].update(fallback={"rule": "mine:x", "max_nodes": 8}),

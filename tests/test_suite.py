@@ -244,6 +244,23 @@ def test_a_suite_on_the_validation_split_runs_what_compare_runs_there(tiny_suite
     assert test["per_seed"] != result.comparisons[0]["policies"]["fitgpp"]["per_seed"]
 
 
+def test_a_suite_from_a_first_seed_runs_fresh_seeds_of_its_synthetic_workloads(tiny_suite):
+    """From first_seed other than 0 (held-out seeds for a check after a choice): the synthetic entries only, on
+    compare --first-seed's workloads; the traces, which have no seeds beyond their windows, are left out."""
+    from schedgym.experiments.compare import run_comparison
+
+    result = run_suite(tiny_suite, POLICIES, seeds=2, first_seed=20, progress=False)
+    assert [e.name for e in result.entries] == ["paper (seeds 20-21)", "paper TE x3 (seeds 20-21)"]
+    alone = run_comparison(CompareConfig(policies=POLICIES, seeds=2, n_jobs=80, first_seed=20), progress=False)
+    for name in POLICIES:
+        assert result.comparisons[0]["policies"][name]["per_seed"] == alone.summary()["policies"][name]["per_seed"]
+    test = run_suite(tiny_suite, POLICIES, seeds=2, progress=False).comparisons[0]["policies"]["fitgpp"]
+    assert test["per_seed"] != result.comparisons[0]["policies"]["fitgpp"]["per_seed"]
+    trace = SUITES[tiny_suite][2]
+    with pytest.raises(ConfigError, match="a trace has its 5 test windows, no seeds beyond them"):
+        trace.config(POLICIES, 2, SimConfig(), first_seed=20)
+
+
 # --------------------------------------------------------------------------------------------- the command
 @pytest.fixture(scope="module")
 def cli_outputs(tmp_path_factory):

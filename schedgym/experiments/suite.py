@@ -60,13 +60,21 @@ class SuiteEntry:
     """fields of the synthetic preset replaced (:attr:`CompareConfig.synthetic`)"""
 
     def config(
-        self, policies: Sequence[str], seeds: int, sim: SimConfig, max_jobs: int | None = None, split: str = "test"
+        self,
+        policies: Sequence[str],
+        seeds: int,
+        sim: SimConfig,
+        max_jobs: int | None = None,
+        split: str = "test",
+        first_seed: int = 0,
     ) -> CompareConfig:
         """The comparison of ``policies`` on this workload: ``seeds`` seeds of ``split`` (``test``, or
-        ``validation`` for model selection), or fewer where a bundled trace has fewer windows there;
-        ``max_jobs`` caps a synthetic workload's jobs (a quick look)."""
+        ``validation`` for model selection) from ``first_seed`` on, or fewer where a bundled trace has fewer
+        windows there; ``max_jobs`` caps a synthetic workload's jobs (a quick look)."""
         source = WorkloadSource(workload=self.workload)
         available = source.n_evaluation(split)
+        if first_seed and available is not None:
+            raise ConfigError(f"{self.name}: a trace has its {available} {split} windows, no seeds beyond them")
         n_jobs = self.n_jobs
         if max_jobs is not None and source.kind == "synthetic":
             n_jobs = min(n_jobs if n_jobs is not None else preset(self.workload).n_jobs, max_jobs)
@@ -80,6 +88,7 @@ class SuiteEntry:
             sim=sim,
             synthetic=self.synthetic,
             split=split,
+            first_seed=first_seed,
         )
 
 
@@ -193,12 +202,16 @@ class SuiteResult:
         }
 
 
-def suite_entries(name: str) -> tuple[SuiteEntry, ...]:
-    """The entries of suite ``name`` (ConfigError naming the suites if there is none)."""
+def suite_entries(name: str, first_seed: int = 0) -> tuple[SuiteEntry, ...]:
+    """The entries of suite ``name`` (ConfigError naming the suites if there is none); from a ``first_seed``
+    other than 0, its synthetic ones only: a trace has no workloads beyond its windows."""
     try:
-        return SUITES[name]
+        entries = SUITES[name]
     except KeyError:
         raise ConfigError(f"Unknown suite {name!r}; expected one of {sorted(SUITES)}") from None
+    if first_seed:
+        entries = tuple(e for e in entries if WorkloadSource(workload=e.workload).kind == "synthetic")
+    return entries
 
 
 def suite_configs(
@@ -209,10 +222,12 @@ def suite_configs(
     sim: SimConfig | None = None,
     max_jobs: int | None = None,
     split: str = "test",
+    first_seed: int = 0,
 ) -> list[CompareConfig]:
-    """Every entry's comparison on ``split``, checked before anything runs (unknown policies, limits)."""
+    """Every entry's comparison on ``split`` from ``first_seed`` (:func:`suite_entries`), checked before
+    anything runs (unknown policies, limits)."""
     sim = sim if sim is not None else SimConfig()
-    return [e.config(policies, seeds, sim, max_jobs, split) for e in suite_entries(name)]
+    return [e.config(policies, seeds, sim, max_jobs, split, first_seed) for e in suite_entries(name, first_seed)]
 
 
 def suite_tasks(configs: Sequence[CompareConfig]) -> list[RunTask]:
@@ -239,9 +254,11 @@ def run_suite(
     executor: ExecutorConfig | str = "serial",
     progress: bool | None = None,
     clock: Callable[[], float] | None = None,
+    first_seed: int = 0,
 ) -> SuiteResult:
     """Run suite ``name``: ``schedgym compare`` of ``policies`` on each workload (see :func:`suite_configs`),
-    on the ``split`` seeds (``validation``: to choose among agents without looking at the test seeds).
+    on the ``split`` seeds (``validation``: to choose among agents without looking at the test seeds) from
+    ``first_seed`` on (other than 0: fresh seeds of the synthetic workloads, the traces left out).
     Every (workload, seed, policy) run is one task of one grid (:func:`suite_tasks`), so a parallel executor
     starts once and keeps its workers busy across workloads; it changes the time taken, never the results.
     ``progress``: None shows a bar on a terminal only."""
@@ -250,7 +267,7 @@ def run_suite(
     if isinstance(executor, str):
         executor = ExecutorConfig(kind=executor)
     clock = clock if clock is not None else time.perf_counter
-    configs = suite_configs(name, policies, seeds=seeds, sim=sim, max_jobs=max_jobs, split=split)
+    configs = suite_configs(name, policies, seeds=seeds, sim=sim, max_jobs=max_jobs, split=split, first_seed=first_seed)
     start = clock()
     clusters = [resolve_cluster(c.cluster if c.cluster is not None else c.source.default_cluster) for c in configs]
     tasks = suite_tasks(configs)
@@ -279,9 +296,11 @@ def run_suite(
         source = config.source
         comparison = ComparisonResult(config, cluster, source.name, runs, wall[k], source.varies)
         summaries.append(comparison.summary())
-    entries = suite_entries(name)
+    entries = suite_entries(name, first_seed)
     if split != "test":  # the rows say which seeds ran, as compare's workload name does
         entries = tuple(replace(e, name=f"{e.name} ({split})") for e in entries)
+    if first_seed:
+        entries = tuple(replace(e, name=f"{e.name} (seeds {first_seed}-{first_seed + seeds - 1})") for e in entries)
     if max_jobs is not None:  # the rows say what ran
         entries = tuple(
             replace(e, name=f"{e.name} (capped at {c.n_jobs:,} jobs)")
