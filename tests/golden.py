@@ -53,6 +53,7 @@ FORMAT = 1
 
 POLICIES = (
     "dagger",
+    "dagger-mix",
     "dagger-nowait",
     "dagger-philly",
     "dagger-realistic",
