@@ -341,7 +341,7 @@ def test_a_real_full_disk(tmp_path, capsys, one_engine):
     try:
         (disk / "o.json").write_text("earlier\n")
         before = snapshot(disk)
-        argv = [*SMALL[:-3], "--jobs", "300", "--seeds", "2", "--no-progress"]
+        argv = ["compare", "--policies", "fifo", "--seeds", "2", "--jobs", "300", "--no-progress"]  # each option once
         argv += ["--json", str(disk / "o.json"), "--plot", str(disk / "o.png"), "--log-dir", str(disk / "logs")]
         status, err = run(capsys, argv)
         assert status == 2 and len(err) == 1 and "No space left on device" in err[0], err
