@@ -286,7 +286,7 @@ class RLlibConfig:
 
     def given(self) -> list[str]:
         """The fields set to other than their defaults (which the stable-baselines3 algorithms refuse)."""
-        return [f.name for f in dataclasses.fields(self) if getattr(self, f.name) != f.default]
+        return _given(self, *(f.name for f in dataclasses.fields(self)))
 
 
 @dataclass(frozen=True)
@@ -390,22 +390,24 @@ def _given(group: object, *names: str) -> list[str]:
     return [name for name in names if getattr(group, name) != defaults[name]]
 
 
+def _refuse_given(given: list[str], where: str) -> None:
+    """Refuse the settings ``given`` (if any) in one line: ``a and b apply WHERE``."""
+    if given:
+        verb = "apply" if len(given) > 1 else "applies"
+        raise ConfigError(f"{' and '.join(given)} {verb} {where}")
+
+
 def _check_read(config: TrainConfig) -> None:
     """That every setting given is one the run reads: an option the run would ignore, or clamp, is refused
     rather than recorded in the run's ``.json`` as if it had shaped the model."""
     common, model = config.common, config.model
     if config.imitation.imitate is None:
         given = _given(config.imitation, "imitate_decisions", "imitate_rounds", "imitate_epochs")
-        if given:
-            verb = "apply" if len(given) > 1 else "applies"
-            raise ConfigError(f"{' and '.join(given)} {verb} to imitation, which needs imitate (a policy to imitate)")
+        _refuse_given(given, "to imitation, which needs imitate (a policy to imitate)")
     if common.algo == "dqn":
-        given = _given(model, "n_steps", "ent_coef")
-        if given:
-            verb = "apply" if len(given) > 1 else "applies"
-            raise ConfigError(
-                f"{' and '.join(given)} {verb} to the PPO algorithms (maskable_ppo, ppo, rllib_ppo), not dqn"
-            )
+        _refuse_given(
+            _given(model, "n_steps", "ent_coef"), "to the PPO algorithms (maskable_ppo, ppo, rllib_ppo), not dqn"
+        )
     elif common.algo != RLLIB_ALGO and common.total_timesteps > 0:
         # stable-baselines3's PPO silently takes the whole rollout as one minibatch when batch_size exceeds it.
         rollout = model.n_steps * common.n_envs
@@ -432,10 +434,7 @@ def _check_rllib(config: TrainConfig) -> None:
     asked for what it does not do (the row policy, imitation, several workloads at once, a vec_env)."""
     algo = config.common.algo
     if algo != RLLIB_ALGO:
-        given = config.rllib.given()
-        if given:
-            verb = "apply" if len(given) > 1 else "applies"
-            raise ConfigError(f"{' and '.join(given)} {verb} to algo {RLLIB_ALGO}, not {algo}")
+        _refuse_given(config.rllib.given(), f"to algo {RLLIB_ALGO}, not {algo}")
         return
     if config.sb3.policy != "mlp":
         raise ConfigError(f"policy {config.sb3.policy!r} needs maskable_ppo or ppo; {RLLIB_ALGO} trains PPO's MLP")
