@@ -10,8 +10,8 @@ script's are examples/shift_targets.py's (its --policy is `fallback`):
 
 Why: the students of `lookahead-nowait-pc10` trained on `mix` had an objective above fitgpp's on `paper 4 nodes`
 on the suite's validation seeds, and failed target 3 there on its test seeds (docs/log.md, sixth and seventh
-sessions). This is how the bundled `dagger-mix` (one such
-student with the same fallback, agents.fallback) was chosen among training seeds.
+sessions). This is how the bundled `dagger-mix` (one such student with the same fallback, agents.fallback) was
+chosen among training seeds.
 """
 
 from __future__ import annotations

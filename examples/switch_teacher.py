@@ -20,34 +20,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-import numpy as np
-
+from agents.fallback import SmallClusterFallback
 from schedgym.registry import make_policy, register_policy
-from schedgym.sim.policy import Policy, PreemptionPlan, PreemptionRequest
 
 
-class SwitchTeacher(Policy):
-    """fitgpp where the cluster has at most ``small_nodes`` nodes, lookahead-nowait-pc10 elsewhere."""
-
-    preempts = True
-
-    def __init__(self, small_nodes: int = 8):
-        self.small_nodes = small_nodes
-        self.small, self.large = make_policy("fitgpp"), make_policy("lookahead-nowait-pc10")
-        # The recorder schedules with its teacher's queue discipline; both rules must share it.
-        assert self.small.queue == self.large.queue, (self.small.queue, self.large.queue)
-        self.queue = self.large.queue
-        self.name = "switch"
-
-    def reset(self, rng: np.random.Generator | None = None) -> None:
-        super().reset(rng)
-        small_rng, large_rng = self.rng.spawn(2)
-        self.small.reset(small_rng)
-        self.large.reset(large_rng)
-
-    def _decide(self, request: PreemptionRequest) -> PreemptionPlan:
-        rule = self.small if request.capacity.shape[0] <= self.small_nodes else self.large
-        return rule.decide(request)
+def switch_teacher(small_nodes: int = 8) -> SmallClusterFallback:
+    """fitgpp where the cluster has at most ``small_nodes`` nodes, lookahead-nowait-pc10 elsewhere (the
+    recorder schedules with its teacher's queue discipline: SmallClusterFallback refuses two that differ)."""
+    return SmallClusterFallback(make_policy("lookahead-nowait-pc10"), make_policy("fitgpp"), small_nodes, name="switch")
 
 
 def main() -> int:
@@ -68,7 +48,7 @@ def main() -> int:
         rest = ["--help"]
     register_policy(
         "switch",
-        SwitchTeacher,
+        switch_teacher,
         kwargs={"small_nodes": args.small_nodes},
         description=f"fitgpp on clusters of at most {args.small_nodes} nodes, lookahead-nowait-pc10 on larger ones",
     )
