@@ -13,23 +13,30 @@ import importlib
 from types import ModuleType
 
 
-def caused_by_interrupt(exc: BaseException) -> bool:
-    """Whether a KeyboardInterrupt is in the chain of causes and contexts of ``exc``."""
+def interrupt_in(exc: BaseException) -> KeyboardInterrupt | None:
+    """The first KeyboardInterrupt (Ctrl-C, or a :class:`~schedgym.errors.Terminated`) in the chain of causes
+    and contexts of ``exc``, or None."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         if isinstance(current, KeyboardInterrupt):
-            return True
+            return current
         seen.add(id(current))
         current = current.__cause__ or current.__context__
-    return False
+    return None
+
+
+def caused_by_interrupt(exc: BaseException) -> bool:
+    """Whether a KeyboardInterrupt is in the chain of causes and contexts of ``exc``."""
+    return interrupt_in(exc) is not None
 
 
 def raise_if_interrupted(exc: ImportError) -> None:
-    """Raise KeyboardInterrupt (from ``exc``) if the failed import ``exc`` was caused by Ctrl-C; for the
-    callers that turn any other ImportError into "not installed"."""
-    if caused_by_interrupt(exc):
-        raise KeyboardInterrupt from exc
+    """Raise KeyboardInterrupt (from ``exc``; a Terminated if SIGTERM caused it) if the failed import ``exc``
+    was caused by an interrupt; for the callers that turn any other ImportError into "not installed"."""
+    interrupt = interrupt_in(exc)
+    if interrupt is not None:
+        raise type(interrupt)() from exc
 
 
 def import_optional(name: str) -> ModuleType | None:

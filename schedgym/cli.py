@@ -16,8 +16,8 @@ from schedgym import limits
 from schedgym._atomic import atomic_open, check_output_dir, check_output_path, output_set
 from schedgym._atomic import is_stream as _is_stream
 from schedgym._csvio import parse_integer, parse_number
-from schedgym._optional import caused_by_interrupt
-from schedgym.errors import ConfigError, SchedGymError
+from schedgym._optional import interrupt_in
+from schedgym.errors import ConfigError, SchedGymError, Terminated
 
 _GIVEN = "_schedgym_given"
 """the namespace attribute in which :class:`_StoreOnce` notes the options given, removed after parsing"""
@@ -725,7 +725,8 @@ def log_folders(labels: Sequence[str]) -> dict[str, str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``schedgym`` with ``argv`` (default: the command line); return the exit status: 0, 1 when a
-    command found nothing to report (tune), 2 for a user error (one line on stderr), 130 on Ctrl-C."""
+    command found nothing to report (tune), 2 for a user error (one line on stderr), 130 on Ctrl-C, 143 on
+    SIGTERM (with the ``schedgym`` command; both after the same clean-up)."""
     _take_over_interrupts()
     _plain_text_fallback()
     try:
@@ -743,8 +744,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SchedGymError as exc:
         print(f"schedgym: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        return _interrupted()
+    except KeyboardInterrupt as exc:
+        return _interrupted(exc)
     except BrokenPipeError:
         # The reader went away (schedgym compare | head): not an error worth a traceback. Point stdout at
         # devnull so that Python's own flush at exit does not raise again.
@@ -755,17 +756,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Ctrl-C during an import (matplotlib's, by --plot at the end) can reach us as another exception caused
         # by the KeyboardInterrupt: "ImportError: initialization failed" from an extension module, or
         # "RuntimeError: Error calling __set_name__" from a class being built.
-        if not caused_by_interrupt(exc):
+        interrupt = interrupt_in(exc)
+        if interrupt is None:
             raise
-        return _interrupted()
+        return _interrupted(interrupt)
     return 2
 
 
-def _interrupted() -> int:
-    """The one line and status of Ctrl-C. Objects half built when it landed (pyparsing's, during --plot's
-    imports) may fail in ``__del__`` as they are collected at exit: noise after the user asked to stop, so
-    such messages are not printed."""
+def _interrupted(interrupt: KeyboardInterrupt) -> int:
+    """The one line and status of Ctrl-C (or of SIGTERM, a :class:`Terminated`). Objects half built when it
+    landed (pyparsing's, during --plot's imports) may fail in ``__del__`` as they are collected at exit: noise
+    after the user asked to stop, so such messages are not printed."""
     sys.unraisablehook = lambda unraisable: None
+    if isinstance(interrupt, Terminated):
+        print("schedgym: terminated", file=sys.stderr)
+        return 143
     print("schedgym: interrupted", file=sys.stderr)
     return 130
 
@@ -788,11 +793,19 @@ def _plain_text_fallback() -> None:
 
 
 def _take_over_interrupts() -> None:
-    """From here on Ctrl-C is a KeyboardInterrupt that main() turns into one line and status 130, after
-    every output set has removed what it created. Until now the command's launcher
-    (``schedgym/bin/schedgym``) ended the process on Ctrl-C, with that line, during the imports."""
+    """From here on Ctrl-C is a KeyboardInterrupt, and SIGTERM a :class:`Terminated`, that main() turns into
+    one line and status 130 (143), after every output set has removed what it created. Until now the
+    command's launcher (``schedgym/bin/schedgym``) ended the process on either, with that line, during the
+    imports. Only the launcher's handlers are replaced: a signal the parent ignores stays ignored, and
+    ``main()`` called in a Python process (a test) leaves that process's handlers alone."""
     if getattr(signal.getsignal(signal.SIGINT), "schedgym_launcher", False):
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    if getattr(signal.getsignal(signal.SIGTERM), "schedgym_launcher", False):
+        signal.signal(signal.SIGTERM, _raise_terminated)
+
+
+def _raise_terminated(signum: int, frame: object) -> NoReturn:
+    raise Terminated
 
 
 if __name__ == "__main__":

@@ -63,3 +63,9 @@ class UnknownNameError(SchedGymError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else ""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``timeout``, a batch scheduler ending a job), raised in the ``schedgym`` command's main thread.
+    A KeyboardInterrupt, so that it gets Ctrl-C's clean-up everywhere Ctrl-C does; the command then says
+    ``schedgym: terminated`` and exits 143 (128 + 15, as a shell reports a process ended by SIGTERM)."""

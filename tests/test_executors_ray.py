@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -124,3 +128,31 @@ def test_a_run_failing_by_its_own_error_is_not_retried_on_ray(tmp_path, monkeypa
     with pytest.raises(Exception, match="fails as asked"):
         run_comparison(config, executor=ExecutorConfig("ray", retries=5), progress=False)
     assert len(log.read_text().splitlines()) == 1
+
+
+def test_sigterm_to_the_command_stops_its_own_ray_and_cleans_up(tmp_path):
+    """SIGTERM to the ``schedgym`` command (``kill PID``) while its local Ray runs: the one line, 143, and
+    nothing of its outputs. Ray's init and shutdown each replaced the command's SIGTERM handler (the command
+    then ended 1 or -15, leaving per-seed log folders); schedgym puts it back."""
+    command = Path(sys.executable).parent / "schedgym"
+    if not command.exists():
+        pytest.skip("SIGTERM is taken by the schedgym command (its launcher), not by python -m schedgym.cli")
+    home, out = tmp_path / "home", tmp_path / "out"
+    home.mkdir()
+    out.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env.update(HOME=str(home), RAY_USAGE_STATS_ENABLED="0")
+    argv = [
+        "compare", "--policies", "fifo,fitgpp,k8s", "--seeds", "400", "--jobs", "3000", "--no-progress",
+        "--executor", "ray", "--workers", "2", "--json", str(out / "o.json"), "--log-dir", str(out / "logs"),
+    ]  # fmt: skip
+    proc = subprocess.Popen([str(command), *argv], stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    deadline = time.monotonic() + 120
+    while not (out / "logs").exists():  # runs are finishing: Ray is up
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    time.sleep(1)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert (proc.returncode, err) == (143, "schedgym: terminated\n")
+    assert list(out.iterdir()) == []

@@ -1,12 +1,13 @@
 """Faults while writing: a full disk or an I/O error at every write, Ctrl-C at random moments, devices, FIFOs
 and other file kinds as outputs (issue 19; the contract is docs/input.md, "Outputs").
 
-After each fault: exit status 2 (130 on Ctrl-C), one stderr line, and the output folder exactly as it was
-before, listing and bytes, including the files that the failed command was to replace.
+After each fault: exit status 2 (130 on Ctrl-C, 143 on SIGTERM), one stderr line, and the output folder
+exactly as it was before, listing and bytes, including the files that the failed command was to replace.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import random
@@ -26,7 +27,7 @@ from test_hostile import GOOD_POD, NODE_HEADER, POD_HEADER
 import schedgym._atomic
 from schedgym._atomic import atomic_dir, atomic_open, check_output_path, output_set
 from schedgym.cli import main
-from schedgym.errors import ConfigError, SchedGymError
+from schedgym.errors import ConfigError, SchedGymError, Terminated
 
 ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not ROOT, reason="mknod and mount need root")
@@ -214,6 +215,34 @@ def test_ctrl_c_during_the_renames_is_held_then_undoes_them(tmp_path, monkeypatc
     assert signal.getsignal(signal.SIGINT) is handler  # put back as it was
 
 
+def test_sigterm_during_the_renames_is_held_then_undoes_them(tmp_path, monkeypatch):
+    """SIGTERM as the schedgym command takes it (schedgym.cli raises it as Terminated in the main thread):
+    held during the renames like Ctrl-C, then the set is undone and Terminated goes on up."""
+    from schedgym import cli
+
+    (tmp_path / "a").write_text("old a")
+    before = snapshot(tmp_path)
+    real_replace = os.replace
+
+    def replace(src, dst):  # noqa: ANN001
+        signal.raise_signal(signal.SIGTERM)
+        return real_replace(src, dst)
+
+    previous = signal.signal(signal.SIGTERM, cli._raise_terminated)
+    try:
+        monkeypatch.setattr(schedgym._atomic.os, "replace", replace)
+        with pytest.raises(Terminated):
+            with output_set():
+                for name in ("a", "b"):
+                    with atomic_open(tmp_path / name) as fh:
+                        fh.write("new")
+        monkeypatch.undo()
+        assert signal.getsignal(signal.SIGTERM) is cli._raise_terminated  # put back as it was
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert snapshot(tmp_path) == before
+
+
 def test_an_output_that_failed_is_never_renamed_even_if_the_caller_goes_on(tmp_path):
     with output_set():
         with pytest.raises(RuntimeError), atomic_open(tmp_path / "half") as fh:
@@ -383,7 +412,7 @@ def test_an_ignored_sigint_stays_ignored(tmp_path):
     assert (tmp_path / "o.json").exists()
 
 
-def _interrupt(argv: list[str], delay: float, cwd: Path) -> tuple[int, str]:
+def _interrupt(argv: list[str], delay: float, cwd: Path, sig: int = signal.SIGINT) -> tuple[int, str]:
     proc = subprocess.Popen(
         [_command(), *argv],
         cwd=cwd,
@@ -393,9 +422,13 @@ def _interrupt(argv: list[str], delay: float, cwd: Path) -> tuple[int, str]:
         preexec_fn=default_sigint,
     )
     time.sleep(delay)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=120)
     return proc.returncode, err
+
+
+# What the command says and returns when it has cleaned up after each signal.
+STOPPED = {signal.SIGINT: (130, "schedgym: interrupted\n"), signal.SIGTERM: (143, "schedgym: terminated\n")}
 
 
 @pytest.mark.parametrize("delay", [0.03, 0.06, 0.1, 0.15, 0.2, 0.3])
@@ -411,8 +444,33 @@ def test_ctrl_c_during_the_imports_is_one_line(tmp_path, one_engine, delay):
     assert (status, err) in ((130, "schedgym: interrupted\n"), (-signal.SIGINT, "")), err
 
 
+@pytest.mark.parametrize("delay", [0.03, 0.1, 0.2, 0.3])
+def test_sigterm_during_the_imports_is_one_line(tmp_path, one_engine, delay):
+    """Python does not handle SIGTERM in its own start-up: before the launcher's first line the kernel ends
+    the process (-15, no line); from then on, the one line and 143."""
+    status, err = _interrupt(["compare", "--seeds", "1", "--jobs", "50"], delay, tmp_path, signal.SIGTERM)
+    assert (status, err) in (STOPPED[signal.SIGTERM], (-signal.SIGTERM, "")), err
+
+
+def test_an_ignored_sigterm_stays_ignored(tmp_path):
+    """A parent that ignores SIGTERM (``nohup``-like supervisors) is respected: the command runs to its end."""
+    proc = subprocess.Popen(
+        [_command(), *SMALL, "--json", str(tmp_path / "o.json")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_IGN),
+    )
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert (proc.returncode, err) == (0, "")
+    assert (tmp_path / "o.json").exists()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 @pytest.mark.parametrize("command", ["compare", "sweep"])
-def test_ctrl_c_at_random_moments_leaves_the_folder_as_it_was(tmp_path, one_engine, command):
+def test_ctrl_c_at_random_moments_leaves_the_folder_as_it_was(tmp_path, one_engine, command, sig):
     d = tmp_path / "w"
     _prepare(d, old_outputs=True)
     argv = COMMANDS[command](d)
@@ -426,17 +484,19 @@ def test_ctrl_c_at_random_moments_leaves_the_folder_as_it_was(tmp_path, one_engi
     interrupted = 0
     for delay in sorted(rng.uniform(0.2, 0.85) * whole for _ in range(6)):
         _prepare(d, old_outputs=True)
-        status, err = _interrupt(argv, delay, tmp_path)
+        status, err = _interrupt(argv, delay, tmp_path, sig)
         if status == 0:  # it finished first
             continue
         interrupted += 1
-        assert (status, err) == (130, "schedgym: interrupted\n"), (delay, whole, err)
-        assert snapshot(d) == before, f"Ctrl-C after {delay:.2f} s of {whole:.2f} s changed the folder"
+        assert (status, err) == STOPPED[sig], (delay, whole, err)
+        assert snapshot(d) == before, f"{sig!r} after {delay:.2f} s of {whole:.2f} s changed the folder"
     assert interrupted >= 2  # (on a loaded machine some runs end before their signal)
 
 
-def test_ctrl_c_ends_the_wait_for_a_fifo_reader(tmp_path, one_engine):
-    """A FIFO without a reader makes the command wait at the end, as ``echo > fifo`` does; Ctrl-C ends it."""
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_ctrl_c_ends_the_wait_for_a_fifo_reader(tmp_path, one_engine, sig):
+    """A FIFO without a reader makes the command wait at the end, as ``echo > fifo`` does; Ctrl-C (or SIGTERM)
+    ends it."""
     os.mkfifo(tmp_path / "pipe")
     proc = subprocess.Popen(
         [_command(), *SMALL, "--json", str(tmp_path / "pipe"), "--csv", str(tmp_path / "o.csv")],
@@ -450,10 +510,34 @@ def test_ctrl_c_ends_the_wait_for_a_fifo_reader(tmp_path, one_engine):
         assert proc.poll() is None and time.monotonic() < deadline
         time.sleep(0.05)
     time.sleep(0.2)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
-    assert (proc.returncode, err) == (130, "schedgym: interrupted\n")
+    assert (proc.returncode, err) == STOPPED[sig]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
+
+
+def test_sigterm_to_the_process_group_stops_the_worker_pool_cleanly(tmp_path):
+    """``timeout`` and batch schedulers send SIGTERM to the whole process group, the process executor's
+    workers included: only the parent handles it (the workers finish the batch in hand), so the command
+    ends with its one line, 143, and nothing of its outputs (before, it left the per-seed log folders and
+    hidden temporary files)."""
+    d = tmp_path / "w"
+    d.mkdir()
+    argv = [
+        "compare", "--policies", "fifo,fitgpp,k8s", "--seeds", "40", "--jobs", "3000", "--no-progress",
+        "--executor", "process", "--workers", "2", "--json", str(d / "o.json"), "--log-dir", str(d / "logs"),
+    ]  # fmt: skip
+    proc = subprocess.Popen(
+        [_command(), *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    deadline = time.monotonic() + 120
+    while not (d / "logs").exists():  # the log folders are made as runs finish: the pool is at work
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert (proc.returncode, err) == STOPPED[signal.SIGTERM]
+    assert sorted(p.name for p in d.iterdir()) == []
 
 
 def test_the_installed_command_runs_the_process_executor():
@@ -526,3 +610,106 @@ def test_ctrl_c_while_torch_initialises_is_not_taken_for_a_missing_extra(monkeyp
     for probe in (lean_ppo._torch, lambda: learned.algo_class("maskable_ppo")):
         with pytest.raises(SchedGymError, match="pip install 'schedgym\\[rl\\]'"):
             probe()
+
+
+@pytest.mark.parametrize("kind", [KeyboardInterrupt, Terminated])
+def test_main_ends_an_interrupt_with_its_own_line_and_status(monkeypatch, capsys, kind):
+    """Ctrl-C: ``schedgym: interrupted``, 130; SIGTERM (raised as Terminated by the command's handler):
+    ``schedgym: terminated``, 143; also when it reaches main as the cause of another error (an import that
+    it broke)."""
+    from schedgym import cli
+
+    expected = (143, "schedgym: terminated\n") if kind is Terminated else (130, "schedgym: interrupted\n")
+
+    def raises(args: object) -> int:
+        raise kind
+
+    def broken_import(args: object) -> int:
+        try:
+            raise kind
+        except KeyboardInterrupt:
+            raise ImportError("initialization failed") from None  # the interrupt stays its context
+
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)  # main silences it for the exit to follow
+    for command in (raises, broken_import):
+        monkeypatch.setattr(cli, "_compare", command)
+        status = main(["compare"])
+        assert (status, capsys.readouterr().err) == expected
+
+
+def test_main_in_a_python_process_leaves_its_signal_handlers_alone(capsys):
+    """Only the schedgym command's launcher hands SIGINT and SIGTERM to main; a caller's own handlers (a
+    test runner's, a notebook's) stay as they were."""
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    assert main([*SMALL]) == 0
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+
+
+@pytest.mark.parametrize("kind", [KeyboardInterrupt, Terminated])
+def test_an_interrupted_import_raises_the_same_kind_of_interrupt(kind):
+    from schedgym._optional import raise_if_interrupted
+
+    try:
+        try:
+            raise kind
+        except KeyboardInterrupt:
+            raise ImportError("initialization failed") from None
+    except ImportError as exc:
+        with pytest.raises(KeyboardInterrupt) as caught:
+            raise_if_interrupted(exc)
+    assert type(caught.value) is kind
+
+
+def _descendants(pid: int) -> set[int]:
+    """The processes below ``pid`` (Linux: /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the processes through /proc")
+def test_the_process_executors_workers_end_when_the_command_is_killed():
+    """The workers run in sessions of their own (so that the command's SIGTERM and Ctrl-C reach only the
+    command, which shuts the pool down); killed outright, the command cannot, so each worker ends itself once
+    the command is gone. The fork server ends with its last worker."""
+    argv = [
+        "compare", "--policies", "fifo,fitgpp,k8s", "--seeds", "3000", "--jobs", "3000", "--no-progress",
+        "--executor", "process", "--workers", "2",
+    ]  # fmt: skip
+    proc = subprocess.Popen([_command(), *argv], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while len(below := _descendants(proc.pid)) < 3:  # the fork server (and the resource tracker) and 2 workers
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(0.5)
+    below = _descendants(proc.pid)
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 30
+    try:
+        while left := [pid for pid in below if _running(pid)]:
+            assert time.monotonic() < deadline, f"still running after the command was killed: {left}"
+            time.sleep(0.1)
+    finally:
+        for pid in below:  # a failed test leaves nothing running
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
