@@ -129,6 +129,67 @@ def test_the_plan_mode_has_observation_version_2_only():
         EnvConfig(observation_version=3)
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"max_plans": 8},
+            "max_plans applies to action_mode 'plan', got max_plans 8 with action_mode 'victim'",
+        ),
+        (
+            {"observation_version": 2, "max_plans": 2},
+            "max_plans applies to action_mode 'plan', got max_plans 2 with action_mode 'victim'",
+        ),
+        (
+            {"action_mode": "plan", "observation_version": 2, "max_candidates": 64},
+            "max_candidates applies to action_mode 'victim', got max_candidates 64 with action_mode 'plan'",
+        ),
+        (
+            {"queue_rows": 0},
+            "queue_rows applies to observation_version 2, got queue_rows 0 with observation_version 1",
+        ),
+        (
+            {"queue_rows": 8, "max_candidates": 4},
+            "queue_rows applies to observation_version 2, got queue_rows 8 with observation_version 1",
+        ),
+    ],
+)
+def test_row_counts_the_mode_does_not_read_are_refused(kwargs, message):
+    # Ignored silently before: the victim mode shows max_candidates rows whatever max_plans says, the plan mode
+    # max_plans rows whatever max_candidates says, and version 1 has no queue rows.
+    for make in (EnvConfig, PreemptionEnv, lambda **kw: gym.make("schedgym/Preemption-v1", **kw)):
+        with pytest.raises(ConfigError) as err:
+            make(**kwargs)
+        assert str(err.value).startswith(message), str(err.value)
+        assert "\n" not in str(err.value)
+
+
+def test_row_counts_at_their_defaults_pass_in_every_mode():
+    # A dataclass cannot tell a given value from its default: the defaults (and the ids' own) go everywhere.
+    assert EnvConfig(max_plans=24, queue_rows=4).decision_spec.n_actions == 17
+    assert EnvConfig(action_mode="plan", observation_version=2, max_candidates=16).decision_spec.n_actions == 24
+    gym.make(PLAN_ID, max_plans=6, queue_rows=0).close()
+    gym.make("schedgym/Preemption-v1", observation_version=2, queue_rows=2).close()
+    gym.make("schedgym/Preemption-v1", action_mode="plan", observation_version=2).close()  # the id's 16: default
+
+
+def test_an_id_setting_max_candidates_is_refused_in_the_plan_mode_as_the_message_says():
+    # PreemptionLarge-v1 sets max_candidates 32, which the plan mode would have dropped without a word.
+    with pytest.raises(ConfigError, match=r"got max_candidates 32 .*\(if the environment id sets another, pass "):
+        gym.make("schedgym/PreemptionLarge-v1", action_mode="plan", observation_version=2)
+    env = gym.make("schedgym/PreemptionLarge-v1", action_mode="plan", observation_version=2, max_candidates=16)
+    assert env.action_space.n == 24
+    env.close()
+
+
+def test_overriding_the_mode_keeps_no_row_count_of_the_other():
+    plan = EnvConfig(action_mode="plan", observation_version=2, max_plans=8, queue_rows=2)
+    with pytest.raises(ConfigError, match="max_plans applies to action_mode 'plan'"):
+        PreemptionEnv(plan, action_mode="victim")
+    with pytest.raises(ConfigError, match="queue_rows applies to observation_version 2"):
+        PreemptionEnv(plan, action_mode="victim", observation_version=1, max_plans=24)
+
+
 def test_the_environment_id():
     env = gym.make(PLAN_ID)
     assert env.action_space.n == 24

@@ -268,7 +268,11 @@ def test_lockstep_with_truncation_bounded_reward_and_weights():
 
 @pytest.mark.parametrize(
     "asking",
-    [{"action_mode": "plan", "observation_version": 2}, {"observation_version": 2, "queue_rows": 2}],
+    # (SMALL's max_candidates is the victim mode's: the plan mode refuses it, so it goes back to the default)
+    [
+        {"action_mode": "plan", "observation_version": 2, "max_candidates": 16},
+        {"observation_version": 2, "queue_rows": 2},
+    ],
     ids=["plan", "victim-v2"],
 )
 def test_lockstep_in_the_plan_mode_and_with_observation_version_2(asking):

@@ -63,7 +63,8 @@ class EnvConfig:
     """the simulator's rules (queue, backfill, placement, the cap P, restart overhead); a dict of
     :class:`~schedgym.sim.SimConfig` fields is accepted (``gym.make(id, sim={"max_preemptions": 2})``)"""
     max_candidates: int = 16
-    """victim mode: candidate rows in the observation; the action space is ``Discrete(max_candidates + 1)``"""
+    """victim mode: candidate rows in the observation; the action space is ``Discrete(max_candidates + 1)``
+    (the plan mode has no candidate rows and refuses a value other than the default)"""
     action_mode: str = "victim"
     """``victim``: victims are chosen one per action (:mod:`schedgym.decision.stepwise`); ``plan``: one whole
     plan per request, among the plan options (:mod:`schedgym.decision.plan_mode`; observation version 2 only)"""
@@ -71,9 +72,11 @@ class EnvConfig:
     """1: times squashed with fixed scales (:data:`schedgym.decision.features.JOB_FEATURES` ...); 2: scale-free
     and queue-aware (:mod:`schedgym.decision.scalefree`), the plan mode's only version"""
     max_plans: int = 24
-    """plan mode: option rows in the observation (wait included); the action space is ``Discrete(max_plans)``"""
+    """plan mode: option rows in the observation (wait included); the action space is ``Discrete(max_plans)``
+    (the victim mode has no plan rows and refuses a value other than the default)"""
     queue_rows: int = 4
-    """observation version 2: queue rows per job class (the oldest waiting TE jobs, then BE jobs)"""
+    """observation version 2: queue rows per job class (the oldest waiting TE jobs, then BE jobs); version 1 has
+    no queue rows and refuses a value other than the default"""
     estimate_noise: float = 0.3
     """sigma of the lognormal error of the remaining-work estimate (0 = exact)"""
     reward: str = "slowdown"
@@ -91,7 +94,8 @@ class EnvConfig:
     still raises"""
     observation: str = "flat"
     """``flat`` (the ``Box`` of :mod:`schedgym.decision.features`) or ``dict``: ``{"observations": that Box,
-    "action_mask": Box(0, 1, (max_candidates + 1,), float32)}``, the legal actions inside the observation,
+    "action_mask": Box(0, 1, (n,), float32)}`` (``n`` the number of actions: ``max_candidates + 1`` in the
+    victim mode, ``max_plans`` in the plan mode), the legal actions inside the observation,
     the convention of RLlib's action-masking module (TorchRL's ``ActionMask`` reads it too; Tianshou reads
     ``obs``/``mask``, a one-line rename: docs/clients.md)"""
     info: str = "flat"
@@ -138,6 +142,7 @@ class EnvConfig:
             _int(self, "num_levels", 1, 2**62)
         kind = self.source.kind  # the workload name and load are checked there
         _check_applies(self, kind)
+        _check_mode_applies(self)
         if self.load is not None and type(self.load) not in (int, float):  # a numpy scalar
             object.__setattr__(self, "load", float(self.load))
         if not isinstance(self.illegal_action, str) or self.illegal_action not in ("raise", "wait"):
@@ -229,6 +234,34 @@ def _check_applies(config: EnvConfig, kind: str) -> None:
         raise ConfigError(
             f"Expected no cluster with workload 'mix' (each level draws its own), got cluster {config.cluster!r} "
             "(if the environment id sets it, pass cluster=None)"
+        )
+
+
+def _check_mode_applies(config: EnvConfig) -> None:
+    """Refuse a row count the action mode or observation version does not read, rather than ignore it: a user
+    who sets ``max_plans`` in the victim mode, ``max_candidates`` in the plan mode or ``queue_rows`` with
+    observation version 1 would otherwise train on another observation than the one asked for, without a
+    word. A dataclass cannot tell a given value from its default, so (as with ``split``) the default passes."""
+    default = {f.name: f.default for f in fields(EnvConfig)}
+    mode, version = config.action_mode, config.observation_version
+    if mode == "victim" and config.max_plans != default["max_plans"]:
+        raise ConfigError(
+            f"max_plans applies to action_mode 'plan', got max_plans {config.max_plans!r} with action_mode 'victim' "
+            f"(its rows are the max_candidates candidates); pass action_mode='plan' with observation_version=2, "
+            f"or leave max_plans at its default {default['max_plans']!r}"
+        )
+    if mode == "plan" and config.max_candidates != default["max_candidates"]:
+        raise ConfigError(
+            f"max_candidates applies to action_mode 'victim', got max_candidates {config.max_candidates!r} with "
+            f"action_mode 'plan' (its rows are the max_plans plan options); set max_plans instead, or leave "
+            f"max_candidates at its default (if the environment id sets another, pass "
+            f"max_candidates={default['max_candidates']!r})"
+        )
+    if version == 1 and config.queue_rows != default["queue_rows"]:
+        raise ConfigError(
+            f"queue_rows applies to observation_version 2, got queue_rows {config.queue_rows!r} with "
+            f"observation_version 1 (it has no queue rows); pass observation_version=2, or leave queue_rows at its "
+            f"default {default['queue_rows']!r}"
         )
 
 

@@ -154,7 +154,9 @@ class PreemptionEnv(gym.Env):
     sim={"max_preemptions": 2})``). ``render_mode``: ``"ansi"`` (text: nodes, queue, the decision) or
     ``"rgb_array"`` (node occupancy image). The action mode and observation: ``action_mode`` (``"victim"`` or
     ``"plan"``), ``observation_version`` (1 or 2), ``max_candidates`` (victim rows), ``max_plans`` (plan rows),
-    ``queue_rows`` (version 2's queue rows per class).
+    ``queue_rows`` (version 2's queue rows per class); a row count the mode does not read (``max_plans`` in the
+    victim mode, ``max_candidates`` in the plan mode, ``queue_rows`` with version 1) raises
+    :class:`~schedgym.errors.ConfigError` unless it is at its default.
 
     ## Version History
     * v0 (``schedgym/Preemption-v0``, ``schedgym/PreemptionLarge-v0``; retired, see v1): initial release.
