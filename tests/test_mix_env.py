@@ -135,6 +135,20 @@ def test_a_trace_file_refuses_a_split(tmp_path):
     env.close()
 
 
+@pytest.mark.parametrize("workload", ["realistic", "philly", "mix"])
+def test_a_trace_file_refuses_a_workload_beside_it(tmp_path, workload):
+    """The trace file is the workload: a workload named beside it was dropped without a word."""
+    path = tmp_path / "t.csv"
+    path.write_text("job_id,submit_time,duration,gpus,class\na,0,10,1,TE\nb,5,100,2,BE\n")
+    with pytest.raises(ConfigError) as err:
+        PreemptionEnv(trace=str(path), workload=workload, cluster="small", n_jobs=2)
+    assert str(err.value) == (
+        f"Expected no workload with trace (episodes are windows of the trace file), got workload {workload!r} and "
+        f"trace {str(path)!r}; pass one of them"
+    )
+    PreemptionEnv(trace=str(path), workload="paper", cluster="small", n_jobs=2).close()  # the default passes
+
+
 def test_mix_vector_env_matches_single_envs():
     envs = gym.make_vec("schedgym/Preemption-v1", num_envs=2, vectorization_mode="vector_entry_point", workload="mix")
     try:

@@ -41,7 +41,8 @@ class EnvConfig:
     """cluster preset name or path to a cluster CSV, a string or a ``pathlib.Path`` (stored as a string; None:
     the workload's own, paper for synthetic ones)"""
     workload: str = "paper"
-    """synthetic preset, bundled trace workload (philly, ...) cut into n_jobs windows (ignored with ``trace``),
+    """synthetic preset, bundled trace workload (philly, ...) cut into n_jobs windows (with ``trace``, whose file
+    is the workload, only the default is accepted),
     or ``mix``: every episode a training level of :mod:`schedgym.workloads.distribution`, its own cluster,
     n_jobs and estimate noise (``cluster`` is then refused; ``n_jobs`` and ``estimate_noise``, which
     always have a value, a default or the registered id's, are not used)"""
@@ -229,6 +230,13 @@ def _check_applies(config: EnvConfig, kind: str) -> None:
             f"split applies to bundled trace workloads ({', '.join(sorted(TRACE_WORKLOADS))}), got split {split!r} "
             f"for {name!r}; {reason}"
         )
+    if kind == "file" and config.workload != _default("workload"):
+        # The trace wins (WorkloadSource): a workload named beside it would be dropped without a word; the
+        # default passes (a dataclass cannot tell it from an omitted one).
+        raise ConfigError(
+            f"Expected no workload with trace (episodes are windows of the trace file), got workload "
+            f"{config.workload!r} and trace {config.trace!r}; pass one of them"
+        )
     if config.cluster is not None and kind == "mix":
         # A registered id may set the cluster (PreemptionLarge-v1 does): cluster=None in gym.make overrides it.
         raise ConfigError(
@@ -242,7 +250,7 @@ def _check_mode_applies(config: EnvConfig) -> None:
     who sets ``max_plans`` in the victim mode, ``max_candidates`` in the plan mode or ``queue_rows`` with
     observation version 1 would otherwise train on another observation than the one asked for, without a
     word. A dataclass cannot tell a given value from its default, so (as with ``split``) the default passes."""
-    default = {f.name: f.default for f in fields(EnvConfig)}
+    default = {name: _default(name) for name in ("max_plans", "max_candidates", "queue_rows")}
     mode, version = config.action_mode, config.observation_version
     if mode == "victim" and config.max_plans != default["max_plans"]:
         raise ConfigError(
@@ -263,6 +271,11 @@ def _check_mode_applies(config: EnvConfig) -> None:
             f"observation_version 1 (it has no queue rows); pass observation_version=2, or leave queue_rows at its "
             f"default {default['queue_rows']!r}"
         )
+
+
+def _default(name: str) -> Any:
+    """The default of the EnvConfig field ``name``."""
+    return next(f.default for f in fields(EnvConfig) if f.name == name)
 
 
 def _int(cfg: EnvConfig, name: str, minimum: int, maximum: int) -> None:
