@@ -508,6 +508,8 @@ def _signals_held() -> Iterator[Any]:
     received: list[int] = []
     previous = {}
     for sig in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(sig) == signal.SIG_IGN:  # the parent's choice (nohup) stands: not an interrupt here
+            continue
         try:
             previous[sig] = signal.signal(sig, lambda signum, frame: received.append(signum))
         except (ValueError, OSError):  # pragma: no cover - not the main interpreter

@@ -729,6 +729,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     SIGTERM (with the ``schedgym`` command; both after the same clean-up)."""
     _take_over_interrupts()
     _plain_text_fallback()
+    _RECEIVED.clear()
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -742,11 +743,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             return args.command_handlers[args.command](args)
         parser.error(f"unknown command {args.command!r}")
     except SchedGymError as exc:
+        if _RECEIVED:  # an error the interrupt caused (matplotlib's, interrupted while it saves a figure)
+            return _interrupted(None)
         print(f"schedgym: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
         return _interrupted(exc)
     except BrokenPipeError:
+        if _RECEIVED:
+            return _interrupted(None)
         # The reader went away (schedgym compare | head): not an error worth a traceback. Point stdout at
         # devnull so that Python's own flush at exit does not raise again.
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -757,18 +762,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         # by the KeyboardInterrupt: "ImportError: initialization failed" from an extension module, or
         # "RuntimeError: Error calling __set_name__" from a class being built.
         interrupt = interrupt_in(exc)
-        if interrupt is None:
+        if interrupt is None and not _RECEIVED:
             raise
         return _interrupted(interrupt)
     return 2
 
 
-def _interrupted(interrupt: KeyboardInterrupt) -> int:
+# The signals (SIGINT, SIGTERM) that have stopped this command. An interrupt can land where a library turns it
+# into another error, or where Python can only print it ("Exception ignored in ..."), leaving a state that
+# fails later: once one has arrived, whatever ends the command is reported as that interrupt.
+_RECEIVED: list[int] = []
+
+
+def _interrupted(interrupt: KeyboardInterrupt | None) -> int:
     """The one line and status of Ctrl-C (or of SIGTERM, a :class:`Terminated`). Objects half built when it
     landed (pyparsing's, during --plot's imports) may fail in ``__del__`` as they are collected at exit: noise
     after the user asked to stop, so such messages are not printed."""
     sys.unraisablehook = lambda unraisable: None
-    if isinstance(interrupt, Terminated):
+    if isinstance(interrupt, Terminated) or (interrupt is None and _RECEIVED[:1] == [signal.SIGTERM]):
         print("schedgym: terminated", file=sys.stderr)
         return 143
     print("schedgym: interrupted", file=sys.stderr)
@@ -798,14 +809,14 @@ def _take_over_interrupts() -> None:
     command's launcher (``schedgym/bin/schedgym``) ended the process on either, with that line, during the
     imports. Only the launcher's handlers are replaced: a signal the parent ignores stays ignored, and
     ``main()`` called in a Python process (a test) leaves that process's handlers alone."""
-    if getattr(signal.getsignal(signal.SIGINT), "schedgym_launcher", False):
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    if getattr(signal.getsignal(signal.SIGTERM), "schedgym_launcher", False):
-        signal.signal(signal.SIGTERM, _raise_terminated)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        if getattr(signal.getsignal(sig), "schedgym_launcher", False):
+            signal.signal(sig, _raise_interrupt)
 
 
-def _raise_terminated(signum: int, frame: object) -> NoReturn:
-    raise Terminated
+def _raise_interrupt(signum: int, frame: object) -> NoReturn:
+    _RECEIVED.append(signum)
+    raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
 
 
 if __name__ == "__main__":

@@ -153,6 +153,10 @@ def test_sigterm_to_the_command_stops_its_own_ray_and_cleans_up(tmp_path):
         time.sleep(0.05)
     time.sleep(1)
     proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
+    try:
+        _, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()  # and its Ray, which ends with it
+        raise
     assert (proc.returncode, err) == (143, "schedgym: terminated\n")
     assert list(out.iterdir()) == []

@@ -298,23 +298,35 @@ def batches(tasks: Sequence[RunTask], size: int) -> list[tuple[RunTask, ...]]:
 
 
 def _init_process_worker(context: RunContext) -> None:
-    # Ctrl-C and SIGTERM (from `timeout`, a batch scheduler) are sent to the command's process group. A worker
-    # in a session of its own gets neither: only the parent handles them (it cancels the pool, and the workers
-    # finish the batch in hand), so the workers do not each print a traceback, nor die under the pool: one
-    # killed while it sends a batch's results leaves a partial message, on which the pool's manager thread
-    # then waits for ever. SIGTERM itself stays deadly, as the pool ends a broken pool's workers with it (the
-    # fork server, which ignores it, passed that on: _start_fork_server).
-    with contextlib.suppress(OSError):
-        os.setsid()
+    # Ctrl-C and SIGTERM (from `timeout`, a batch scheduler) are sent to the command's process group, or to each
+    # of its processes (Slurm, systemd, `pkill -f`). Only the command handles them: it cancels the pool and the
+    # workers finish the batch in hand. So a worker runs in a session of its own (no group signal reaches it)
+    # and takes SIGTERM from the command alone (the pool's terminate() of a broken pool): a worker killed while
+    # it sends a batch's results leaves a partial message, on which the pool's manager thread waits for ever.
+    if hasattr(os, "setsid"):
+        with contextlib.suppress(OSError):
+            os.setsid()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    parent = multiprocessing.parent_process()  # the command, also for a worker forked by the fork server
+    if parent is not None and hasattr(signal, "sigwaitinfo"):
+        # Blocked before any thread starts, so in every thread: the one below takes it, and looks at who sent it.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        threading.Thread(target=_sigterm_from, args=(parent.pid,), daemon=True).start()
+    else:  # (no sigwaitinfo: macOS) deadly from anyone, as before
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
     # Out of the command's session, a worker no longer dies with it (SIGHUP when its terminal closes, a
     # SIGKILL): it ends itself once the command is gone, rather than wait for ever for batches that will not
     # come (the fork server cannot do it: it lives while any of its workers does).
-    parent = multiprocessing.parent_process()  # the command, also for a worker forked by the fork server
     if parent is not None:
         threading.Thread(target=_exit_when_gone, args=(parent,), daemon=True).start()
     worker_for(context)
+
+
+def _sigterm_from(command: int) -> None:
+    """End this worker on a SIGTERM from ``command`` (the pool ending it); ignore one from anyone else."""
+    while True:
+        if signal.sigwaitinfo({signal.SIGTERM}).si_pid == command:
+            os._exit(128 + signal.SIGTERM)
 
 
 def _exit_when_gone(parent: multiprocessing.process.BaseProcess) -> None:
@@ -370,31 +382,8 @@ def _mp_context() -> multiprocessing.context.BaseContext:
         ctx = multiprocessing.get_context("forkserver")
         # The fork server imports schedgym once; each worker forked from it starts with it imported.
         ctx.set_forkserver_preload([__name__])
-        _start_fork_server()
         return ctx
     return multiprocessing.get_context("spawn")
-
-
-def _start_fork_server() -> None:
-    """Start the fork server, if it is not running, with SIGTERM ignored, which it keeps across its exec (its
-    workers put SIGTERM back: _init_process_worker). A SIGTERM sent to the process group (``timeout``) then
-    leaves the fork server alive until the parent has shut the pool down; killed, it made the parent's pool
-    take its workers for ended while they still ran, and they stayed behind, blocked writing results nobody
-    read. SIGTERM is blocked meanwhile, so that one sent to the parent in that instant waits for its handler
-    (Linux does not discard a blocked signal, ignored or not)."""
-    from multiprocessing import forkserver
-
-    if threading.current_thread() is not threading.main_thread():
-        forkserver.ensure_running()
-        return
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    try:
-        forkserver.ensure_running()
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
 
 
 def _execute_process(
@@ -542,26 +531,20 @@ def check_ray_address(address: str) -> None:
 
 
 @contextlib.contextmanager
-def _sigterm_kept(block: bool) -> Generator[None, None, None]:
+def _sigterm_kept() -> Generator[None, None, None]:
     """Put this process's own SIGTERM handler back after the block, ``ray.init`` or ``ray.shutdown``. Ray's
     init installs handlers of its own (``sys.exit``), which would skip the clean-up that the ``schedgym``
     command's handler starts (schedgym.cli: SIGTERM is taken as Ctrl-C); its shutdown resets SIGTERM to the
     default below Python (measured with Ray 2.60: the process then died of a SIGTERM while Python still
-    reported its handler). Kept only where it is a Python function (a default or ignored SIGTERM stays Ray's
-    to handle, as before). ``block``: hold SIGTERM during the block and deliver it after (not around init:
-    the processes Ray starts would inherit the blocked signal)."""
+    reported its handler). A handler written in Python, or SIG_IGN, is put back; a default SIGTERM stays Ray's
+    to handle, as before. During the block itself SIGTERM is Ray's (seconds, for init)."""
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.getsignal(signal.SIGTERM) if main_thread else None
-    block = block and callable(previous)
-    if block:
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     try:
         yield
     finally:
-        if callable(previous):
+        if callable(previous) or previous == signal.SIG_IGN:
             signal.signal(signal.SIGTERM, previous)
-        if block:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
 
 
 class ray_session:  # noqa: N801  (used as a context manager, like a function)
@@ -587,7 +570,7 @@ class ray_session:  # noqa: N801  (used as a context manager, like a function)
             refused = getattr(getattr(ray, "exceptions", None), "AuthenticationError", _NeverRaised)
             check_ray_address(executor.address)
             try:
-                with _sigterm_kept(block=False):
+                with _sigterm_kept():
                     ray.init(address=executor.address, logging_level="WARNING", log_to_driver=True)
             except refused:
                 raise ConfigError(
@@ -615,7 +598,7 @@ class ray_session:  # noqa: N801  (used as a context manager, like a function)
         level = quiet.level
         quiet.setLevel(logging.ERROR)
         try:
-            with _sigterm_kept(block=False):
+            with _sigterm_kept():
                 ray.init(
                     address="local",
                     num_cpus=executor.workers or os.cpu_count() or 1,
@@ -635,7 +618,7 @@ class ray_session:  # noqa: N801  (used as a context manager, like a function)
     def __exit__(self, *exc: object) -> None:
         if self.started:
             printer = builtins.print
-            with _sigterm_kept(block=True):
+            with _sigterm_kept():
                 self.ray.shutdown()
             # Ray 2.60's shutdown leaves its own safe_print as builtins.print; cloudpickle then refuses to pickle
             # the real print by reference, and a later Ray task or Tune trainable that prints fails.
