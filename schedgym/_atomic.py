@@ -187,6 +187,13 @@ class OutputSet:
 
     staged: list[_Staged] = field(default_factory=list)
     created_dirs: list[Path] = field(default_factory=list)
+    printed: list[str] = field(default_factory=list)
+
+    def print(self, text: str) -> None:
+        """Print ``text`` on stdout at the commit: after devices and FIFOs are written, before the streams
+        that name this process's own descriptors. A table printed before ``--markdown /dev/full`` failed
+        would read as success above the error; ``--csv /dev/stdout`` still follows the table."""
+        self.printed.append(text)
 
     def make_parents(self, directory: Path) -> None:
         """Create ``directory`` and its missing parents, remembering which this set created."""
@@ -209,12 +216,18 @@ class OutputSet:
                 raise _error(d, exc) from None
 
     def commit(self) -> None:
-        """Write the streams through, then rename every staged file into place; undo everything on failure."""
+        """Write the streams through (devices and FIFOs, the printed text, this process's own descriptors),
+        then rename every staged file into place; undo everything on failure."""
         try:
             # Streams first, and interruptible: a FIFO waits for its reader as long as it takes, and Ctrl-C must
             # still end that wait (what went to a device cannot be taken back either way).
             for s in self.staged:
-                if s.tmp is None:
+                if s.tmp is None and _own_fd(s.target) is None:
+                    _write_stream(s)
+            for text in self.printed:
+                print(text)
+            for s in self.staged:
+                if s.tmp is None and _own_fd(s.target) is not None:
                     _write_stream(s)
         except BaseException:
             self.discard()
@@ -244,6 +257,7 @@ class OutputSet:
                     os.unlink(s.backup)
         self.staged.clear()
         self.created_dirs.clear()
+        self.printed.clear()
 
     def discard(self) -> None:
         """Remove every temporary file and every folder this set created; leave every target as it was. A
@@ -269,6 +283,7 @@ class OutputSet:
             with contextlib.suppress(OSError):
                 d.rmdir()  # only if empty: never what someone else put there meanwhile
         self.created_dirs.clear()
+        self.printed.clear()
 
 
 _ACTIVE: contextvars.ContextVar[OutputSet | None] = contextvars.ContextVar("schedgym_output_set", default=None)

@@ -393,11 +393,12 @@ def _run_and_write(
     writers: Sequence[tuple[str | None, Callable[[str, Any], None]]],
 ) -> None:
     """compare's and sweep's end: run, print the table, write each output given, as one set: what ``run``
-    writes as it goes (compare's logs) and the files written here appear together at the end, or, on any
-    error or Ctrl-C, none of them (and no folder this run created). "wrote PATH" once they are in place."""
-    with output_set():
+    writes as it goes (compare's logs), the table and the files written here appear together at the end,
+    or, on any error or Ctrl-C, none of them (and no folder this run created). "wrote PATH" once they are in
+    place."""
+    with output_set() as outputs:
         result = run()
-        print(table(result))
+        outputs.print(table(result))
         for path, write in writers:
             if path is not None:
                 write(path, result)

@@ -11,8 +11,10 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import strategies as st
 
 from schedgym.sim import (
@@ -219,6 +221,15 @@ def play_episode(env, obs: np.ndarray, act) -> tuple[int, float]:  # noqa: ANN00
         steps += 1
         total += float(reward)
     return steps, total
+
+
+def schedgym_command() -> str:
+    """The ``schedgym`` command installed beside this interpreter: its launcher takes Ctrl-C and SIGTERM from
+    its first line, which ``python -m schedgym.cli`` does not. A test that needs it is skipped without it."""
+    exe = Path(sys.executable).parent / "schedgym"
+    if not exe.exists():
+        pytest.skip("the schedgym command (its launcher) is not installed beside this Python")
+    return str(exe)
 
 
 def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,7 +16,7 @@ ray = pytest.importorskip("ray")
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("local_ray")]
 
 from counting import builds, per_seed  # noqa: E402
-from helpers import run_python_without_ray_settings  # noqa: E402
+from helpers import run_python_without_ray_settings, schedgym_command  # noqa: E402
 
 from schedgym.cli import main  # noqa: E402
 from schedgym.experiments.compare import CompareConfig, run_comparison  # noqa: E402
@@ -134,9 +133,7 @@ def test_sigterm_to_the_command_stops_its_own_ray_and_cleans_up(tmp_path):
     """SIGTERM to the ``schedgym`` command (``kill PID``) while its local Ray runs: the one line, 143, and
     nothing of its outputs. Ray's init and shutdown each replaced the command's SIGTERM handler (the command
     then ended 1 or -15, leaving per-seed log folders); schedgym puts it back."""
-    command = Path(sys.executable).parent / "schedgym"
-    if not command.exists():
-        pytest.skip("SIGTERM is taken by the schedgym command (its launcher), not by python -m schedgym.cli")
+    command = schedgym_command()  # SIGTERM is taken by the launcher, not by python -m schedgym.cli
     home, out = tmp_path / "home", tmp_path / "out"
     home.mkdir()
     out.mkdir()

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import schedgym_command
 from test_hostile import GOOD_POD, NODE_HEADER, POD_HEADER
 
 import schedgym._atomic
@@ -307,6 +308,20 @@ def test_a_fifo_is_written_through(tmp_path, capsys):
     assert len(got) == 1 and _no_times(got[0]) == _no_times((tmp_path / "o.json").read_bytes())  # as a file gets
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_full_device_leaves_the_error_alone_without_the_table(tmp_path, capsys):
+    # The table is printed once the outputs are in place: above the error it would read as success.
+    capsys.readouterr()
+    try:
+        status = main([*SMALL, "--markdown", "/dev/full", "--json", str(tmp_path / "o.json")])
+    except SystemExit as exc:
+        status = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    assert status == 2 and out == ""
+    assert err.splitlines() == ["schedgym: error: cannot write /dev/full: No space left on device"]
+    assert list(tmp_path.iterdir()) == []
+
+
 def _no_times(text: bytes) -> list[bytes]:
     return [line for line in text.splitlines() if b"wall_time" not in line]
 
@@ -383,14 +398,6 @@ def test_a_real_full_disk(tmp_path, capsys, one_engine):
 # --- Ctrl-C ---------------------------------------------------------------------------------------------
 
 
-def _command() -> str:
-    """The installed ``schedgym`` command beside this interpreter (the launcher that takes Ctrl-C early)."""
-    exe = Path(sys.executable).parent / "schedgym"
-    if not exe.exists():
-        pytest.skip("the schedgym command is not installed beside this Python")
-    return str(exe)
-
-
 def default_sigint() -> None:
     """Ctrl-C as a terminal's command gets it: a test run started in the background (``pytest &``) ignores
     SIGINT, its children inherit that, and schedgym rightly leaves an ignored SIGINT ignored."""
@@ -402,7 +409,7 @@ def test_an_ignored_signal_stays_ignored(tmp_path, sig):
     """``nohup schedgym ...`` (or a supervisor ignoring SIGTERM): the parent's choice stands; the command runs
     to its end."""
     proc = subprocess.Popen(
-        [_command(), *SMALL, "--json", str(tmp_path / "o.json")],
+        [schedgym_command(), *SMALL, "--json", str(tmp_path / "o.json")],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -417,7 +424,7 @@ def test_an_ignored_signal_stays_ignored(tmp_path, sig):
 
 def _interrupt(argv: list[str], delay: float, cwd: Path, sig: int = signal.SIGINT) -> tuple[int, str]:
     proc = subprocess.Popen(
-        [_command(), *argv],
+        [schedgym_command(), *argv],
         cwd=cwd,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -455,7 +462,7 @@ def test_sigterm_during_the_imports_is_one_line(tmp_path, one_engine, delay):
     if not Path("/proc/self/status").exists():
         pytest.skip("reads the caught signals from /proc")
     proc = subprocess.Popen(
-        [_command(), "compare", "--seeds", "1", "--jobs", "50"],
+        [schedgym_command(), "compare", "--seeds", "1", "--jobs", "50"],
         cwd=tmp_path,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -489,7 +496,7 @@ def test_ctrl_c_at_random_moments_leaves_the_folder_as_it_was(tmp_path, one_engi
     argv[argv.index("--seeds") + 1] = "3"
     before = snapshot(d)
     start = time.perf_counter()
-    subprocess.run([_command(), *argv], check=True, capture_output=True, timeout=300)
+    subprocess.run([schedgym_command(), *argv], check=True, capture_output=True, timeout=300)
     whole = time.perf_counter() - start
     rng = random.Random(19)
     interrupted = 0
@@ -510,7 +517,7 @@ def test_ctrl_c_ends_the_wait_for_a_fifo_reader(tmp_path, one_engine, sig):
     ends it."""
     os.mkfifo(tmp_path / "pipe")
     proc = subprocess.Popen(
-        [_command(), *SMALL, "--json", str(tmp_path / "pipe"), "--csv", str(tmp_path / "o.csv")],
+        [schedgym_command(), *SMALL, "--json", str(tmp_path / "pipe"), "--csv", str(tmp_path / "o.csv")],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -542,7 +549,11 @@ def test_sigterm_to_the_process_group_stops_the_worker_pool_cleanly(tmp_path, wh
         "--executor", "process", "--workers", "2", "--json", str(d / "o.json"), "--log-dir", str(d / "logs"),
     ]  # fmt: skip
     proc = subprocess.Popen(
-        [_command(), *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True
+        [schedgym_command(), *argv],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     deadline = time.monotonic() + 120
     while not (d / "logs").exists():  # the log folders are made as runs finish: the pool is at work
@@ -574,9 +585,12 @@ def test_the_installed_command_runs_the_process_executor():
     """The process executor's workers import the launcher again as ``__mp_main__``: it must not run the command
     there (it did, and every worker ended, and the pool with it)."""
     args = ["compare", "--policies", "fitgpp,k8s", "--seeds", "2", "--jobs", "100", "--no-progress"]
-    serial = subprocess.run([_command(), *args], capture_output=True, text=True, timeout=120)
+    serial = subprocess.run([schedgym_command(), *args], capture_output=True, text=True, timeout=120)
     process = subprocess.run(
-        [_command(), *args, "--executor", "process", "--workers", "2"], capture_output=True, text=True, timeout=120
+        [schedgym_command(), *args, "--executor", "process", "--workers", "2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert serial.returncode == 0 and process.returncode == 0, process.stderr
     assert process.stdout == serial.stdout
@@ -746,7 +760,7 @@ def test_the_process_executors_workers_end_when_the_command_is_killed():
         "compare", "--policies", "fifo,fitgpp,k8s", "--seeds", "3000", "--jobs", "3000", "--no-progress",
         "--executor", "process", "--workers", "2",
     ]  # fmt: skip
-    proc = subprocess.Popen([_command(), *argv], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([schedgym_command(), *argv], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while len(below := _descendants(proc.pid)) < 3:  # the fork server (and the resource tracker) and 2 workers
         assert proc.poll() is None and time.monotonic() < deadline

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import stat
+import threading
 
 import pytest
 
@@ -10,9 +13,9 @@ pytest.importorskip("matplotlib")
 
 from matplotlib.text import Annotation  # noqa: E402
 
-from schedgym.errors import SchedGymError  # noqa: E402
+from schedgym.errors import ConfigError, SchedGymError  # noqa: E402
 from schedgym.experiments.compare import CompareConfig, ComparisonResult, run_comparison  # noqa: E402
-from schedgym.experiments.plotting import comparison_figure, plot_labels  # noqa: E402
+from schedgym.experiments.plotting import check_figure_name, comparison_figure, plot_labels  # noqa: E402
 from schedgym.experiments.report import write_plot  # noqa: E402
 
 LONG = "mine:/home/someone/experiments/2024-06-01/run-with-a-long-name/best_model.zip"
@@ -37,6 +40,25 @@ def test_writes_png_and_svg(result, tmp_path):
     assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     assert "<svg" in svg.read_text(encoding="utf-8")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cmp.png", "cmp.svg"]  # no temporary file left
+
+
+def test_a_fifo_without_a_suffix_gets_a_png_and_stays_a_fifo(result, tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    check_figure_name("--plot", fifo)  # a device or FIFO has no suffix to choose the format: PNG
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    write_plot(str(fifo), result)
+    reader.join(timeout=30)
+    assert got and got[0].startswith(b"\x89PNG\r\n\x1a\n")
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and [p.name for p in tmp_path.iterdir()] == ["pipe"]
+
+
+def test_a_file_without_a_figure_suffix_is_refused_before_any_work(tmp_path):
+    for name in ("cmp", "cmp.txt"):
+        with pytest.raises(ConfigError, match="expected a .png, .pdf or .svg file name"):
+            check_figure_name("--plot", tmp_path / name)
 
 
 def test_unknown_file_type_is_an_error_and_leaves_nothing(result, tmp_path):

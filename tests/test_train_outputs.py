@@ -467,8 +467,8 @@ def interrupt(proc: subprocess.Popen, sig: int = signal.SIGINT) -> str:
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_ctrl_c_during_the_set_up_is_one_line_and_leaves_nothing(tmp_path, sig):
     """(SIGTERM, as ``timeout`` sends it, left an empty run folder until 2026-12-05.)"""
-    if sig == signal.SIGTERM and not (Path(sys.executable).parent / "schedgym").exists():
-        pytest.skip("SIGTERM is taken by the schedgym command (its launcher), not by python -m schedgym.cli")
+    if sig == signal.SIGTERM:
+        helpers.schedgym_command()  # SIGTERM is taken by the launcher, not by python -m schedgym.cli
     proc, runs = start_training(tmp_path)
     wait_for(lambda: runs.exists() and any(runs.iterdir()), proc)  # the run folder, made before the set-up
     line = "schedgym: terminated\n" if sig == signal.SIGTERM else "schedgym: interrupted\n"
@@ -490,8 +490,7 @@ def test_ctrl_c_during_training_is_one_line_and_leaves_whole_files(tmp_path):
 def test_sigterm_during_training_is_one_line_and_leaves_whole_files(tmp_path, vec_env):
     """SIGTERM to the process group, as ``timeout`` and batch schedulers send it (subproc's environment
     processes die of it): the one line, 143, and whole files, as for Ctrl-C."""
-    if not (Path(sys.executable).parent / "schedgym").exists():
-        pytest.skip("SIGTERM is taken by the schedgym command (its launcher), not by python -m schedgym.cli")
+    helpers.schedgym_command()  # SIGTERM is taken by the launcher, not by python -m schedgym.cli
     proc, runs = start_training(tmp_path, n_envs=2, vec_env=vec_env)
     wait_for(lambda: runs.exists() and any(runs.iterdir()), proc)
     time.sleep(3)

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from schedgym._atomic import atomic_open
+from schedgym._atomic import atomic_open, is_stream
 from schedgym.errors import ConfigError, SchedGymError
 from schedgym.experiments.compare import ComparisonResult
 from schedgym.experiments.figures import BE_P99, HEADLINE, TE_P95, ClassFigure
@@ -128,11 +128,15 @@ FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
 
 
 def check_figure_name(flag: str, path: str | Path) -> None:
-    """:class:`ConfigError` unless ``path`` names a figure ``--plot`` can write (a .png, .pdf or .svg file) and
-    matplotlib is installed: checked before the work whose figure it is (a training run that ends in a
-    refused figure would lose its other outputs with it, as they are written as one set)."""
-    if Path(path).suffix.lower() not in FIGURE_SUFFIXES:
-        raise ConfigError(f"{flag} {str(path)!r}: expected a .png, .pdf or .svg file name")
+    """:class:`ConfigError` unless ``path`` names a figure ``--plot`` can write (a .png, .pdf or .svg file, or
+    a device or FIFO without a suffix, written as PNG) and matplotlib is installed: checked before the work
+    whose figure it is (a training run that ends in a refused figure would lose its other outputs with it,
+    as they are written as one set)."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in FIGURE_SUFFIXES and not (suffix == "" and is_stream(path)):
+        raise ConfigError(
+            f"{flag} {str(path)!r}: expected a .png, .pdf or .svg file name (or a device or FIFO, written as PNG)"
+        )
     try:
         import matplotlib  # noqa: F401
     except ImportError:
@@ -144,12 +148,11 @@ def save_figure(path: str | Path, draw: Callable[[], Any], dpi: int) -> None:
     sweep's plots: matplotlib missing and a format it cannot write are one-line errors, checked before
     anything is drawn."""
     try:
-        import matplotlib
         from matplotlib.backend_bases import FigureCanvasBase
     except ImportError:
         raise SchedGymError("--plot needs matplotlib: pip install 'schedgym[plot]'") from None
     target = Path(path)
-    fmt = target.suffix[1:].lower() or matplotlib.rcParams["savefig.format"]
+    fmt = target.suffix[1:].lower() or "png"  # no suffix: a device or FIFO (check_figure_name)
     if fmt not in FigureCanvasBase.get_supported_filetypes():  # before drawing anything
         raise SchedGymError(f"cannot write {path}: matplotlib does not write .{fmt} files (use .png, .pdf or .svg)")
     fig = None
