@@ -100,7 +100,8 @@ def _json_object(text: str) -> dict:
 
 
 def _int_tuple(text: str) -> tuple[int, ...]:
-    sizes = [parse_integer(x) for x in text.split(",") if x.strip()]
+    # A blank item is refused, not skipped: '64,,64' may have meant three layers.
+    sizes = [parse_integer(x) for x in text.split(",")]
     if not sizes or len(sizes) > 64 or any(v is None or not 1 <= v <= 1_000_000 for v in sizes):
         raise argparse.ArgumentTypeError(
             f"expected 1 to 64 comma-separated layer sizes from 1 to 1,000,000, got {text!r}"

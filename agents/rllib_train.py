@@ -322,8 +322,7 @@ def save_checkpoint(algo: Any, path: Path) -> None:
     beside ``path``, which replaces ``path`` once complete (:func:`schedgym._atomic.atomic_dir`: a previous
     checkpoint there is kept until then); a failure (a full disk: ``cannot write PATH: ...``, an interrupt)
     leaves ``path`` as it was."""
-    with atomic_dir(path) as tmp:
-        os.chmod(tmp, 0o777 & ~_umask())  # a folder's usual permissions, as save_to_path would make it
+    with atomic_dir(path) as tmp:  # the folder has a folder's usual permissions, as save_to_path makes it
         try:
             algo.save_to_path(str(tmp))
         except OSError as exc:
@@ -332,12 +331,6 @@ def save_checkpoint(algo: Any, path: Path) -> None:
             if exc.errno is None or exc.strerror == os.strerror(exc.errno):
                 raise
             raise OSError(exc.errno, os.strerror(exc.errno)) from None
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)  # reading the umask means setting it; put it straight back
-    os.umask(mask)
-    return mask
 
 
 def _sampled(result: dict[str, Any]) -> int:

@@ -222,12 +222,18 @@ def load_expert(imitate: str | None) -> Any:
 
 
 def _new_run_dir(config: TrainConfig) -> tuple[Path, Path]:
-    """Create the run's folder, ``{run_dir}/{run_name}`` (``-2``, ``-3``, ... appended when a run that
-    started in the same second took the name: two runs never share a folder); return it and the outermost
+    """Create the run's folder, ``{run_dir}/{run_name}`` (:func:`new_run_dir`); return it and the outermost
     folder this run created (removed again if the run fails before writing anything)."""
+    return new_run_dir(Path(config.common.run_dir) / config.run_name)
+
+
+def new_run_dir(stem: Path) -> tuple[Path, Path]:
+    """Create the folder ``stem`` (``-2``, ``-3``, ... appended to its name when a run that started in the
+    same second took it: two runs never share a folder) and the folders above it that are missing; return
+    it and the outermost folder created. A file (not a folder) at the name is a ConfigError. Used by
+    ``schedgym train`` and ``schedgym tune``."""
     import itertools
 
-    stem = Path(config.common.run_dir) / config.run_name
     for n in itertools.count(1):
         run_dir = stem if n == 1 else stem.with_name(f"{stem.name}-{n}")
         created = run_dir

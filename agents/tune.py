@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.train import TrainConfig
+from agents.train import TrainConfig, new_run_dir
 from schedgym._atomic import atomic_open
 from schedgym._csvio import parse_integer, parse_number
 from schedgym._fielddocs import option_fields
@@ -606,18 +606,11 @@ def run_tune(config: TuneConfig, log: Callable[[str], None] = print) -> TuneResu
 
 
 def _new_run_dir(config: TuneConfig, base: TrainConfig) -> Path:
+    """Create the search's folder, ``{run_dir}/tune__{env}__{seed}__{time}`` (``-2``, ``-3``, ... appended as
+    :func:`agents.train.new_run_dir` does)."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     stem = Path(config.run_dir).resolve() / f"tune__{base.common.env_id.replace('/', '_')}__{base.common.seed}__{stamp}"
-    for n in itertools.count(1):
-        root = stem if n == 1 else stem.with_name(f"{stem.name}-{n}")
-        try:
-            root.mkdir(parents=True)
-            return root
-        except FileExistsError:
-            continue
-        except OSError as exc:
-            raise ConfigError(f"cannot create the run directory {root}: {exc.strerror}") from None
-    raise AssertionError("unreachable")
+    return new_run_dir(stem)[0]
 
 
 def _trial_dirname(trial: Any) -> str:

@@ -9,6 +9,8 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import pytest
@@ -188,13 +190,19 @@ def test_resuming_under_another_engine_or_agent_file_is_refused(tmp_path, capsys
         ("other", "--resume", "not a run folder (no grid.json)"),
         ("broken", "--resume", "not a finished run"),
         ("stranger", "--resume", "not a run of this grid"),
+        ("fifo unit", "--resume", "it is a FIFO (named pipe), not a regular file); delete it"),
+        ("fifo grid", "--resume", "grid.json: unreadable (cannot read grid.json: it is a FIFO"),
     ],
 )
 def test_bad_run_folders_are_one_line_errors(tmp_path, capsys, setup, flag, message):
     base = ["compare", "--policies", "fitgpp", *SMALL_ARGS]
     folder = tmp_path / "run"
-    if setup in ("grid", "broken", "stranger"):
+    if setup in ("grid", "broken", "stranger", "fifo unit", "fifo grid"):
         assert main([*base, "--run-dir", str(folder)]) == 0
+    if setup.startswith("fifo"):  # read, a FIFO without a writer would block for ever
+        name = folder / ("grid.json" if setup == "fifo grid" else "units/u0000001.npz")
+        name.unlink()
+        os.mkfifo(name)
     if setup == "broken":
         (folder / "units" / "u0000001.npz").write_bytes(b"not a zip")
     if setup == "stranger":
@@ -209,6 +217,23 @@ def test_bad_run_folders_are_one_line_errors(tmp_path, capsys, setup, flag, mess
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("schedgym: error:") and message in err, err
     assert not (tmp_path / "out.json").exists()
+
+
+@pytest.mark.parametrize("agent", ["missing", "fifo"])
+def test_a_grid_that_fails_before_its_first_run_leaves_no_run_folder(tmp_path, capsys, agent):
+    """A model that is not there (or a FIFO, which the grid's identity read for ever until 2026-12-05):
+    one line, and no run folder holding nothing to resume; a folder that was there empty stays, empty."""
+    path = tmp_path / "agent.zip"
+    if agent == "fifo":
+        os.mkfifo(path)
+    base = ["compare", "--policies", f"fifo,mine:{path}", *SMALL_ARGS]
+    assert main([*base, "--run-dir", str(tmp_path / "new" / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and ("No model at" if agent == "missing" else "No agent.json beside") in err, err
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "empty").mkdir()
+    assert main([*base, "--run-dir", str(tmp_path / "empty")]) == 2
+    assert list((tmp_path / "empty").iterdir()) == []
 
 
 @pytest.mark.parametrize("flag", ["--run-dir", "--resume"])
@@ -259,6 +284,26 @@ def test_a_worker_process_that_dies_is_replaced_and_the_results_are_the_serial_o
     expected = per_seed(serial)
     expected["dies"] = expected.pop("fitgpp")
     assert per_seed(parallel) == {k: expected[k] for k in ("fifo", "dies", "k8s")}
+
+
+def test_a_pool_found_broken_when_more_batches_are_sent_is_replaced(monkeypatch):
+    """A worker that dies while the consumer handles outcomes (writing a run folder) breaks the pool before
+    the next submit(): that submit's BrokenProcessPool is the same lost pool, retried (until 2026-12-05 it
+    ended the command with a traceback)."""
+    submits = []
+
+    class BreaksOnce(ProcessPoolExecutor):
+        def submit(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            submits.append(1)
+            if len(submits) == 5:  # the first submit after the first four batches, when one has finished
+                raise BrokenProcessPool("A child process terminated abruptly")
+            return super().submit(*args, **kwargs)
+
+    monkeypatch.setattr(executors, "ProcessPoolExecutor", BreaksOnce)
+    config = CompareConfig(policies=("fifo", "k8s"), **SMALL)
+    parallel = run_comparison(config, executor=ExecutorConfig("process", workers=2, batch=1), progress=False)
+    assert len(submits) > 6  # a second pool ran what was left
+    assert per_seed(parallel) == per_seed(run_comparison(config, progress=False))
 
 
 def test_without_retries_a_dead_worker_ends_the_grid_in_one_line(tmp_path, monkeypatch):

@@ -8,12 +8,13 @@ import ast
 import dataclasses
 import json
 import shlex
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from agents.commands import add_options
+from agents.commands import _int_tuple, add_options
 from agents.manifest import BUNDLED_DIR
 from agents.train_config import (
     CommonConfig,
@@ -25,7 +26,7 @@ from agents.train_config import (
 )
 from agents.tune import TUNE_SETS, TuneConfig
 from schedgym._fielddocs import field_docs, option_fields
-from schedgym.cli import build_parser
+from schedgym.cli import build_parser, main
 from schedgym.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -257,3 +258,46 @@ def test_the_search_help_names_every_distribution():
 
     doc = field_docs(TuneConfig)["search"]
     assert all(kind in doc for kind in DISTRIBUTIONS)
+
+
+# --- command-line values and run folders
+
+LAYERS_MESSAGE = "expected 1 to 64 comma-separated layer sizes from 1 to 1,000,000"
+
+
+@pytest.mark.parametrize("text", ["64,,64", "64,", ",64", "64, ,64"])
+def test_a_blank_layer_size_is_refused_not_skipped(text):
+    # '64,,64' read as (64, 64): the network the user may have meant, with three layers, silently became two.
+    with pytest.raises(argparse.ArgumentTypeError, match=f"^{LAYERS_MESSAGE}, got {text!r}$"):
+        _int_tuple(text)
+    assert _int_tuple(" 64 , 32 ") == (64, 32)  # blanks around a size are still allowed
+
+
+@pytest.mark.parametrize("command", ["train", "tune"])
+@pytest.mark.parametrize("text", ["64,,64", "64,"])
+def test_a_blank_layer_size_on_the_command_line_is_one_error_line(tmp_path, capsys, monkeypatch, command, text):
+    # --algo none is refused too, once the options are read: the old code, which read '64,,64', stops there
+    # (with another message) instead of training or searching.
+    monkeypatch.chdir(tmp_path)
+    try:
+        status = main([command, "--net-arch", text, "--algo", "none", "--run-dir", str(tmp_path / "runs")])
+    except SystemExit as exc:  # argparse's errors
+        status = exc.code
+    assert status == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert lines == [f"schedgym: error: {command}: argument --net-arch: {LAYERS_MESSAGE}, got {text!r}"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_file_where_the_tune_folder_goes_is_an_error(tmp_path, monkeypatch):
+    # schedgym tune went on to the name with -2 appended; schedgym train refused: they now share one helper.
+    from agents.tune import TuneConfig, _new_run_dir
+
+    monkeypatch.setattr(time, "strftime", lambda fmt: "20260101-000000")
+    config = TuneConfig(run_dir=str(tmp_path))
+    base = config.base()
+    name = f"tune__{base.common.env_id.replace('/', '_')}__{base.common.seed}__20260101-000000"
+    (tmp_path / name).write_text("")
+    with pytest.raises(ConfigError, match="it exists and is not a directory$"):
+        _new_run_dir(config, base)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]

@@ -351,12 +351,18 @@ def execute(
     ``workloads``: for a context of one setting (a comparison), its seeds' workloads if the caller has them
     (``serial`` uses them; workers build their own). ``store``: a run folder; the runs it holds are yielded
     first (in the tasks' order) and not run again, and every run that finishes is written to it before it is
-    yielded (a sweep's as its summary, :meth:`RunStore.save`)."""
+    yielded (a sweep's as its summary, :meth:`RunStore.save`); a new folder is removed again if a run fails
+    before any is kept (:meth:`RunStore.remove_if_unused`)."""
     kept = {} if store is None else store.finished(tasks)
     yield from (kept[task.index] for task in tasks if task.index in kept)
     todo = [task for task in tasks if task.index not in kept]
-    for outcome in _execute(executor, context, todo, workloads):
-        yield outcome if store is None else store.save(outcome)
+    try:
+        for outcome in _execute(executor, context, todo, workloads):
+            yield outcome if store is None else store.save(outcome)
+    except Exception:  # not Ctrl-C or SIGTERM: an interrupted grid's folder stays resumable
+        if store is not None:
+            store.remove_if_unused()
+        raise
 
 
 def _execute(
@@ -425,18 +431,20 @@ def _process_pool_round(
             for chunk in itertools.islice(queue, 2 * workers - len(pending)):
                 pending[pool.submit(_process_batch, chunk)] = chunk
 
-        refill()
-        while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                chunk = pending.pop(future)
-                try:
-                    outcomes = future.result()
-                except BrokenProcessPool as exc:
-                    return str(exc).split(":")[0] or type(exc).__name__
-                del remaining[chunk[0].index]
-                yield from outcomes
+        try:
+            # submit() raises too when a worker died meanwhile, e.g. while the consumer of the last outcomes
+            # wrote a run folder: that is the same lost pool, not an error of the command.
             refill()
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    chunk = pending.pop(future)
+                    outcomes = future.result()
+                    del remaining[chunk[0].index]
+                    yield from outcomes
+                refill()
+        except BrokenProcessPool as exc:
+            return str(exc).split(":")[0] or type(exc).__name__
         return None
     finally:
         pool.shutdown(wait=True, cancel_futures=True)

@@ -17,6 +17,7 @@ Resuming a folder made for another grid is refused, naming the first thing that 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import hashlib
@@ -33,7 +34,8 @@ import numpy as np
 
 from schedgym import __version__, limits
 from schedgym._atomic import atomic_open, outside_output_set
-from schedgym.errors import ConfigError, SchedGymError
+from schedgym._csvio import open_input
+from schedgym.errors import ConfigError, SchedGymError, TraceError
 from schedgym.sim.metrics import PER_JOB_ARRAYS, RunResult, SegmentTable
 from schedgym.sim.simulator import engine_version
 
@@ -70,17 +72,18 @@ def describe(value: Any) -> Any:
 
 def file_digest(path: str | os.PathLike[str]) -> str:
     """The sha256 of a file, or of a folder's files (names and contents, in name order); ``missing`` if
-    there is nothing there (a later build of the policy says why)."""
+    there is nothing there, or not a regular file (a later build of the policy says why: a FIFO or a device
+    read here would block or never end)."""
     path = Path(path)
     digest = hashlib.sha256()
     files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
     try:
         for file in files:
             digest.update(str(file.relative_to(path) if path.is_dir() else file.name).encode() + b"\0")
-            with open(file, "rb") as fh:
+            with open_input(file, "an agent file") as fh:
                 for block in iter(lambda: fh.read(1 << 20), b""):
                     digest.update(block)
-    except OSError:
+    except (OSError, TraceError):
         return "missing"
     return digest.hexdigest()
 
@@ -148,6 +151,8 @@ class RunStore:
         self.identity = identity
         self.units = folder / "units"
         self.keep = identity["keeps"]
+        self.made: list[Path] | None = None  # create(): the folders it made, the run folder first
+        self.saved = 0
 
     @classmethod
     def create(cls, folder: str | os.PathLike[str], identity: dict[str, Any], flag: str = "--run-dir") -> RunStore:
@@ -160,11 +165,14 @@ class RunStore:
         if path.is_dir() and any(path.iterdir()):
             what = "holds a grid: resume it with --resume" if (path / "grid.json").exists() else "is not empty"
             raise ConfigError(f"{flag} {folder}: the folder {what}")
+        made = [path, *path.parents]
+        made = made[: next((i for i, d in enumerate(made) if d.exists()), len(made))]
         try:
             (path / "units").mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ConfigError(f"{flag} {folder}: cannot create the folder ({exc.strerror or exc})") from None
         store = cls(path, identity)
+        store.made = made
         with outside_output_set(), atomic_open(path / "grid.json") as fh:
             json.dump(identity, fh, indent=1)
             fh.write("\n")
@@ -177,10 +185,12 @@ class RunStore:
         if not path.is_dir():
             raise ConfigError(f"{flag} {folder}: no such folder (start one with --run-dir)")
         try:
-            with open(path / "grid.json", "rb") as fh:
+            with open_input(path / "grid.json", "grid.json") as fh:
                 kept = json.loads(fh.read(MAX_UNIT_BYTES))
         except FileNotFoundError:
             raise ConfigError(f"{flag} {folder}: not a run folder (no grid.json)") from None
+        except TraceError as exc:  # a FIFO or a device: refused without reading
+            raise ConfigError(f"{flag} {folder}/grid.json: unreadable ({exc.problem})") from None
         except (OSError, ValueError) as exc:
             raise ConfigError(f"{flag} {folder}/grid.json: unreadable ({exc})") from None
         if not isinstance(kept, dict) or kept.get("format") != FORMAT:
@@ -220,10 +230,24 @@ class RunStore:
             out[index] = RunOutcome(by_index[index], result, wall)
         return out
 
+    def remove_if_unused(self) -> None:
+        """Undo :meth:`create` while no run has been saved: a grid that fails before its first run is kept (a
+        model file that is not there) leaves no folder that holds nothing to resume. Not after Ctrl-C, which
+        leaves the folder resumable."""
+        if self.made is None or self.saved:
+            return
+        with contextlib.suppress(OSError):
+            (self.folder / "grid.json").unlink()
+        for d in (self.units, *self.made):
+            with contextlib.suppress(OSError):
+                d.rmdir()  # only if empty: never what someone else put there meanwhile
+        self.made = None
+
     def save(self, outcome: Any) -> Any:
         """Write ``outcome``'s run to the folder, whole or not at all, and return the outcome as it will be
         read back (a sweep's: its summary)."""
         index = outcome.task.index
+        self.saved += 1
         with outside_output_set():
             if self.keep == "result":
                 arrays: dict[str, Any] = _result_arrays(outcome.result)
@@ -239,22 +263,26 @@ class RunStore:
         return dataclasses.replace(outcome, result=summary)
 
     def _read(self, path: Path, index: int) -> tuple[Any, float]:
-        if path.stat().st_size > MAX_UNIT_BYTES:
-            raise SchedGymError(f"larger than {MAX_UNIT_BYTES:,} bytes")
-        if self.keep == "result":
+        try:
+            fh = open_input(path, "a kept run")  # a FIFO or a device put there is refused, not read for ever
+        except (OSError, TraceError) as exc:
+            raise SchedGymError(exc.problem if isinstance(exc, TraceError) else str(exc)) from None
+        with fh:
+            if os.fstat(fh.fileno()).st_size > MAX_UNIT_BYTES:
+                raise SchedGymError(f"larger than {MAX_UNIT_BYTES:,} bytes")
+            if self.keep == "result":
+                try:
+                    with np.load(fh, allow_pickle=False) as data:
+                        arrays = {name: data[name] for name in data.files}
+                except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+                    raise SchedGymError(str(exc) or type(exc).__name__) from None
+                return _result_from_arrays(arrays), _scalar(arrays, "wall_time", float)
             try:
-                with np.load(path, allow_pickle=False) as data:
-                    arrays = {name: data[name] for name in data.files}
-            except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-                raise SchedGymError(str(exc) or type(exc).__name__) from None
-            return _result_from_arrays(arrays), _scalar(arrays, "wall_time", float)
+                kept = json.loads(fh.read())
+            except (OSError, ValueError) as exc:
+                raise SchedGymError(str(exc)) from None
         from schedgym.experiments.compare import SummarisedRun
 
-        try:
-            with open(path, "rb") as fh:
-                kept = json.loads(fh.read())
-        except (OSError, ValueError) as exc:
-            raise SchedGymError(str(exc)) from None
         if not isinstance(kept, dict) or kept.get("index") != index or not isinstance(kept.get("summary"), dict):
             raise SchedGymError("not a run summary")
         wall = kept.get("wall_time")
