@@ -14,8 +14,9 @@
 - **Folders.** :func:`atomic_dir` builds a folder under a temporary name and swaps it in whole (an RLlib
   checkpoint: the previous one is kept until the new one is complete).
 
-A SIGKILL or a power cut during a run can leave a hidden ``.NAME.*.tmp`` beside a target, never a partial
-target.
+A SIGKILL or a power cut during a run can leave a hidden ``.NAME.*.tmp`` beside a target (during the
+renames also a ``.NAME.PID.N.bak``, the hard link kept to roll back; for a folder a ``.NAME.*.old``), never a
+partial target.
 """
 
 from __future__ import annotations

@@ -26,11 +26,6 @@ def interrupt_in(exc: BaseException) -> KeyboardInterrupt | None:
     return None
 
 
-def caused_by_interrupt(exc: BaseException) -> bool:
-    """Whether a KeyboardInterrupt is in the chain of causes and contexts of ``exc``."""
-    return interrupt_in(exc) is not None
-
-
 def raise_if_interrupted(exc: ImportError) -> None:
     """Raise KeyboardInterrupt (from ``exc``; a Terminated if SIGTERM caused it) if the failed import ``exc``
     was caused by an interrupt; for the callers that turn any other ImportError into "not installed"."""

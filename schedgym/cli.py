@@ -467,7 +467,7 @@ def _rule_value(text: str, kind: str) -> object:
 def _trace(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from schedgym.sim.cluster import write_cluster_csv
+    from schedgym.sim.cluster import save_cluster_csv
     from schedgym.workloads.convert import converter
     from schedgym.workloads.trace import write_trace
 
@@ -513,8 +513,7 @@ def _trace(args: argparse.Namespace) -> int:
         with atomic_open(args.output, newline="") as fh:
             write_trace(fh, workload.jobs)
         if args.cluster_out is not None and cluster is not None:
-            with atomic_open(args.cluster_out, newline="") as fh:
-                write_cluster_csv(fh, cluster)
+            save_cluster_csv(args.cluster_out, cluster)
     print(report)
     print(
         f"wrote {len(workload)} jobs to {args.output}"

@@ -36,13 +36,13 @@ MAX_JOBS = MAX_ROWS
 
 MAX_TOTAL_JOBS = 50_000_000
 """Policies x seeds x jobs per workload in one comparison: every run's per-job results are kept for the
-report, so this bounds its memory (the default comparison is 5 x 20 x 5,000 = 500,000)."""
+report, so this bounds its memory (the default comparison is 6 x 20 x 5,000 = 600,000)."""
 
 MAX_RUNS = 250_000
 """Runs in one ``compare`` or ``sweep``: policies x settings x seeds, counted from the option values before
 any grid is built or any workload drawn (a grid of 10**8 runs once grew 60 MB/s before its first run). A
 sweep keeps about 2.5 KB per finished run, so this bounds it to about 0.6 GB. The default comparison is
-5 x 20 = 100 runs, the README's sweep 540."""
+6 x 20 = 120 runs, the README's sweep 540."""
 
 MAX_PARAMETERS = 50_000_000
 """Parameters of one network that ``schedgym train`` builds (``--net-arch`` with the env's observation and

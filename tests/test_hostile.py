@@ -712,8 +712,10 @@ def test_no_ray_at_an_address_is_one_line_within_seconds():
     with pytest.raises(ConfigError, match="no Ray cluster answers there"):
         check_ray_address("127.0.0.1:1")
     assert time.perf_counter() - start < 30
-    with pytest.raises(ConfigError, match="expected auto or HOST:PORT"):
-        check_ray_address("localhost")
+    for address in ("localhost", "127.0.0.1:\u0666\u0663\u0667\u0669", "127.0.0.1:\uff11\uff12\uff13"):
+        # Arabic-Indic and full-width digits: int() reads them, and Ray would have been sought at 6379 or 123.
+        with pytest.raises(ConfigError, match="expected auto or HOST:PORT"):
+            check_ray_address(address)
     check_ray_address("auto")  # Ray's to resolve
 
 

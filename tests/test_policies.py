@@ -185,6 +185,16 @@ def contended_workload(n: int = 40, seed: int = 7) -> Workload:
     return Workload(tuple(jobs))
 
 
+def test_a_policy_reset_without_a_generator_repeats_itself():
+    # It drew from the operating system's entropy until 2026-12-05.
+    draws = []
+    for _ in range(2):
+        policy = make_policy("random")
+        policy.reset()
+        draws.append(policy.rng.random(4))
+    np.testing.assert_array_equal(draws[0], draws[1])
+
+
 def test_random_policy_is_deterministic_for_the_same_rng():
     wl = contended_workload()
     a = run_policy(make_policy("random"), cluster(8, 8, 4), wl, rng=np.random.default_rng(3))

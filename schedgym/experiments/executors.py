@@ -39,6 +39,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
+from schedgym._csvio import is_ascii_digits
 from schedgym.errors import ConfigError, SchedGymError
 from schedgym.experiments.evaluation import evaluate_policy
 from schedgym.experiments.runstore import RunStore
@@ -528,7 +529,7 @@ def check_ray_address(address: str) -> None:
         return
     host, sep, port_text = text.removeprefix("ray://").rpartition(":")
     host = host.strip("[]")  # [::1]:6379
-    if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+    if not sep or not host or not is_ascii_digits(port_text) or not 0 < int(port_text) < 65536:
         raise ConfigError(f"--address {address!r}: expected auto or HOST:PORT")
     try:
         with socket.create_connection((host, int(port_text)), timeout=RAY_CONNECT_TIMEOUT):

@@ -128,8 +128,9 @@ class Policy:
     preempts: ClassVar[bool] = False
 
     def reset(self, rng: np.random.Generator | None = None) -> None:
-        """Start a new run (one simulation); randomised policies draw only from ``rng``."""
-        self.rng = rng if rng is not None else np.random.default_rng()
+        """Start a new run (one simulation); randomised policies draw only from ``rng``. Without one, from
+        ``default_rng(0)``: a policy reset alone repeats itself, as everything else in schedgym does."""
+        self.rng = rng if rng is not None else np.random.default_rng(0)
 
     def decide(self, request: PreemptionRequest) -> PreemptionPlan:
         """Answer one preemption request."""
