@@ -196,7 +196,8 @@ def _add_workload_options(cmd: argparse.ArgumentParser, policies: str) -> None:
     src.add_argument(
         "--workload",
         default="paper",
-        help="synthetic preset (paper, realistic) or bundled trace (philly, alibaba2023); default: paper",
+        help="synthetic preset (paper, realistic), bundled trace (philly, alibaba2023) or mix (a distribution of "
+        "workloads and clusters); default: paper",
     )
     src.add_argument("--trace", metavar="PATH", help="trace CSV to replay instead of a synthetic workload")
     cmd.add_argument(
@@ -612,7 +613,6 @@ _NOT_WITH_SUITE = {
     "--trace": ("trace", _SETS_EACH_WORKLOAD),
     "--cluster": ("cluster", _SETS_EACH_WORKLOAD),
     "--load": ("load", _SETS_EACH_WORKLOAD),
-    "--first-seed": ("first_seed", _SETS_EACH_WORKLOAD),
     "--csv": ("csv", _NO_SUITE_FORM),
     "--log-dir": ("log_dir", _NO_SUITE_FORM),
 }
@@ -631,7 +631,15 @@ def _compare_suite(args: argparse.Namespace) -> int:
     executor = _executor(args)
     base = _compare_config(args)  # the policies and the simulator's rules, checked
     seeds = args.seeds if args.seeds else 20
-    suite_configs(args.suite, base.policies, seeds=seeds, sim=base.sim, max_jobs=args.jobs, split=args.split)
+    suite_configs(
+        args.suite,
+        base.policies,
+        seeds=seeds,
+        sim=base.sim,
+        max_jobs=args.jobs,
+        split=args.split,
+        first_seed=args.first_seed,
+    )
     _check_outputs((("--json", args.json), ("--markdown", args.markdown), ("--plot", args.plot)))
     if args.plot:
         _check_plot(args.plot)
@@ -643,6 +651,7 @@ def _compare_suite(args: argparse.Namespace) -> int:
             sim=base.sim,
             max_jobs=args.jobs,
             split=args.split,
+            first_seed=args.first_seed,
             executor=executor,
             progress=False if args.no_progress else None,
         ),

@@ -156,6 +156,21 @@ def test_trace_replay(tmp_path, capsys):
     assert data["policies"]["fifo"]["te"]["wait_mean"] == 0.0
 
 
+@pytest.mark.parametrize("workload", [None, "paper", "realistic", "philly"])
+def test_a_workload_named_beside_a_trace_is_refused_not_dropped(tmp_path, workload):
+    # The trace wins: CompareConfig(workload="realistic", trace=...) replayed the trace without a word until
+    # 2026-12-05 (the command line cannot say both: --workload and --trace exclude each other).
+    from schedgym.errors import ConfigError
+    from schedgym.experiments.compare import CompareConfig
+
+    path = write_trace(tmp_path, "job_id,submit_time,duration,gpus,class,grace_period\nb1,0,1000,8,BE,10\n")
+    if workload in (None, "paper"):  # the default passes: a dataclass cannot tell it from an omitted one
+        CompareConfig(policies=("fifo",), workload=workload, trace=str(path), cluster="small", seeds=1)
+        return
+    with pytest.raises(ConfigError, match=f"Expected no workload with trace .* got workload '{workload}'"):
+        CompareConfig(policies=("fifo",), workload=workload, trace=str(path), cluster="small", seeds=1)
+
+
 def test_trace_replay_with_preemption_on_a_custom_cluster(tmp_path):
     # One-node cluster from a CSV: the TE job preempts b1 (grace 10) under fitgpp and waits for it under fifo.
     cl = tmp_path / "one.csv"

@@ -261,6 +261,17 @@ def test_a_suite_from_a_first_seed_runs_fresh_seeds_of_its_synthetic_workloads(t
         trace.config(POLICIES, 2, SimConfig(), first_seed=20)
 
 
+def test_compare_suite_takes_a_first_seed(tiny_suite, tmp_path):
+    # It was refused ("the suite's own choice") though run_suite has taken first_seed since the seventh session.
+    out = tmp_path / "s.json"
+    argv = ["compare", "--suite", tiny_suite, "--seeds", "2", "--first-seed", "20", "--policies", ",".join(POLICIES)]
+    assert main([*argv, "--no-progress", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    result = run_suite(tiny_suite, POLICIES, seeds=2, first_seed=20, progress=False)
+    assert [(r["workload"], r["policy"]) for r in data["rows"]] == [(r.entry, r.policy) for r in result.rows()]
+    assert {r["workload"] for r in data["rows"]} == {"paper (seeds 20-21)", "paper TE x3 (seeds 20-21)"}
+
+
 # --------------------------------------------------------------------------------------------- the command
 @pytest.fixture(scope="module")
 def cli_outputs(tmp_path_factory):
@@ -291,7 +302,6 @@ def test_cli_writes_the_table_markdown_json_and_plot(cli_outputs, tiny, capsys):
         (["--suite", "shifts", "--workload", "philly"], "--workload does not apply to --suite"),
         (["--suite", "shifts", "--cluster", "large"], "--cluster does not apply to --suite"),
         (["--suite", "shifts", "--load", "0.9"], "--load does not apply to --suite"),
-        (["--suite", "shifts", "--first-seed", "3"], "--first-seed does not apply to --suite"),
         (["--suite", "shifts", "--trace", "x.csv"], "--trace does not apply to --suite"),
         (["--suite", "shifts", "--csv", "x.csv"], "--csv does not apply to --suite: it has no suite form"),
         (["--suite", "shifts", "--log-dir", "logs"], "--log-dir does not apply to --suite: it has no suite form"),

@@ -69,7 +69,8 @@ class CompareConfig:
     policies: tuple[str, ...] = ("fifo", "priority", "k8s", "fitgpp", "ppo", "lean-ppo")
     """policy specs, resolved through the registry (``NAME`` or ``NAME:PATH``)"""
     workload: str | None = "paper"
-    """synthetic preset or bundled trace (ignored when ``trace`` is set)"""
+    """synthetic preset or bundled trace; with ``trace``, None or the default (another name is refused: the
+    trace would win without a word)"""
     trace: str | None = None
     """path to a trace CSV; every seed then replays the same trace"""
     cluster: str | None = None
@@ -100,6 +101,11 @@ class CompareConfig:
             raise ConfigError(f"Expected split in {list(EVALUATION_SPLITS)}, got {self.split!r}")
         if not self.policies:
             raise ConfigError("Expected at least one policy, got none")
+        if self.trace is not None and self.workload not in (None, "paper"):
+            raise ConfigError(
+                f"Expected no workload with trace (every seed replays the trace file), got workload "
+                f"{self.workload!r} and trace {self.trace!r}; pass one of them"
+            )
         labels = [check_spec(p) for p in self.policies]  # unknown names fail now, not after the simulation
         if len(set(labels)) != len(labels):
             dup = next(lb for lb in labels if labels.count(lb) > 1)
