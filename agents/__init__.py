@@ -16,7 +16,7 @@ def register() -> None:
     descriptions; their files are checked against their SHA-256 sums when an agent is made), and the loader of
     ``NAME:PATH`` (:func:`load_agent`) with :mod:`schedgym.registry` (the ``schedgym.policies`` entry point
     ``agents``)."""
-    from agents.manifest import read_manifest
+    from agents.manifest import BUNDLED_DIR, read_manifest
     from schedgym.registry import register_agent_loader, register_policy
 
     register_agent_loader(load_agent)
@@ -27,6 +27,7 @@ def register() -> None:
             kwargs={"name": agent.name},
             description=agent.description,
             learned=True,
+            files=[BUNDLED_DIR / name for name in agent.files()],
         )
 
 

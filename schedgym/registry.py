@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,8 @@ class PolicyEntry:
     kwargs: dict[str, Any] = field(default_factory=dict)
     description: str = ""
     learned: bool = False  # a learned agent (its name may also label a saved one: NAME:PATH)
+    files: tuple[str, ...] = ()  # files whose contents make the policy (a bundled agent's): a kept grid's
+    # identity covers their sha256, so that a run folder is not resumed with other weights
 
 
 _REGISTRY: dict[str, PolicyEntry] = {}
@@ -67,12 +70,15 @@ def register_policy(
     kwargs: dict[str, Any] | None = None,
     description: str = "",
     learned: bool = False,
+    files: Sequence[str | os.PathLike[str]] = (),
 ) -> None:
-    """Register a policy factory under ``name`` (re-registering the same name replaces it)."""
+    """Register a policy factory under ``name`` (re-registering the same name replaces it). ``files``: the
+    files whose contents make the policy, e.g. a bundled agent's weights (:attr:`PolicyEntry.files`)."""
     if not name or ":" in name:
         raise ValueError(f"Policy names must be non-empty and contain no ':', got {name!r}")
     _load_plugins()
-    _REGISTRY[name] = PolicyEntry(name, entry_point, dict(kwargs or {}), description, learned)
+    paths = tuple(os.fspath(f) for f in files)
+    _REGISTRY[name] = PolicyEntry(name, entry_point, dict(kwargs or {}), description, learned, paths)
 
 
 def register_agent_loader(loader: Callable[..., Policy]) -> None:

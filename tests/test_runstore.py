@@ -3,6 +3,7 @@ died (the process executor's; Ray's are in tests/test_executors_ray.py and tests
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -178,6 +179,27 @@ def test_resuming_under_another_engine_or_agent_file_is_refused(tmp_path, capsys
         fh.write(b"\0")  # another file at the same path
     assert main([*base, "--resume", str(tmp_path / "run")]) == 2
     assert "agent files" in capsys.readouterr().err
+
+
+def test_resuming_after_a_registered_name_changed_its_files_or_arguments_is_refused(tmp_path, capsys, monkeypatch):
+    """A bundled agent re-bundled between the interruption and --resume (its name unchanged) must not mix
+    old and new runs: the identity covers each registered policy's entry point, arguments and files."""
+    weights = tmp_path / "weights.bin"
+    weights.write_bytes(b"one")
+    entry = registry.PolicyEntry("mine", "baselines.fitgpp:FitGpp", {}, "test", False, (str(weights),))
+    monkeypatch.setitem(registry._REGISTRY, "mine", entry)
+    base = ["compare", "--policies", "fifo,mine", *SMALL_ARGS]
+    assert main([*base, "--run-dir", str(tmp_path / "run")]) == 0
+    weights.write_bytes(b"two")
+    capsys.readouterr()
+    assert main([*base, "--resume", str(tmp_path / "run")]) == 2
+    assert "registered policies.mine.files.weights.bin is" in capsys.readouterr().err
+    weights.write_bytes(b"one")
+    monkeypatch.setitem(registry._REGISTRY, "mine", dataclasses.replace(entry, kwargs={"max_preemptions": 2}))
+    assert main([*base, "--resume", str(tmp_path / "run")]) == 2
+    assert "registered policies.mine.kwargs" in capsys.readouterr().err
+    monkeypatch.setitem(registry._REGISTRY, "mine", entry)
+    assert main([*base, "--resume", str(tmp_path / "run")]) == 0
 
 
 @pytest.mark.parametrize(

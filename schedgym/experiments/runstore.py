@@ -98,6 +98,18 @@ def grid_identity(command: str, context: Any, n_units: int, keep: str) -> dict[s
         _, sep, path = spec.partition(":")
         if sep:
             agents[spec] = file_digest(path)
+    # What a registered name stands for: its factory, arguments and files (a bundled agent's weights), so that
+    # a folder is not resumed after the name came to mean another policy.
+    entries = {
+        entry.name: {
+            "entry point": entry.entry_point
+            if isinstance(entry.entry_point, str)
+            else f"{entry.entry_point.__module__}:{entry.entry_point.__qualname__}",  # not repr's address
+            "kwargs": describe(entry.kwargs),
+            "files": {os.path.basename(f): file_digest(f) for f in entry.files},
+        }
+        for entry in context.entries
+    }
     traces = {}
     for s in settings:
         trace = s.config.trace
@@ -108,6 +120,7 @@ def grid_identity(command: str, context: Any, n_units: int, keep: str) -> dict[s
         "command": command,
         "policies": list(context.policies),
         "agent files": agents,
+        "registered policies": entries,
         "seeds": settings[0].config.seed_list,
         "settings": [{"config": describe(s.config), "cluster": describe(s.cluster)} for s in settings],
         "trace files": traces,
