@@ -40,7 +40,7 @@ import numpy as np
 
 from agents.train import TrainConfig, new_run_dir
 from schedgym._atomic import atomic_open
-from schedgym._csvio import parse_integer, parse_number
+from schedgym._csvio import parse_bool, parse_integer, parse_number
 from schedgym._fielddocs import option_fields
 from schedgym.cli import int_type
 from schedgym.errors import ConfigError, SchedGymError
@@ -155,7 +155,7 @@ def _parse_value(kind: str, text: str) -> Any:
     elif kind == "int":
         value = parse_integer(text)
     elif kind == "bool":
-        value = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}.get(text.lower())
+        value = parse_bool(text)
     elif kind == "name_or_none" and text.lower() in ("none", "null"):
         return None
     elif kind in ("str", "name_or_none"):

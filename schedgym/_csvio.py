@@ -183,6 +183,15 @@ def parse_integer(raw: str) -> int | None:
     return int(text)
 
 
+_BOOLEANS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
+
+
+def parse_bool(raw: str) -> bool | None:
+    """``raw`` as a bool if it is true/yes/1 or false/no/0 (any case, blanks around), else None: one table for
+    every option that takes a bool as text (``--set``, a sweep's and a search's values)."""
+    return _BOOLEANS.get(raw.strip(_BLANK).lower())
+
+
 def is_ascii_digits(text: str) -> bool:
     """True if ``text`` holds only the ASCII digits 0-9 (and is not empty)."""
     return bool(text) and text.isascii() and text.isdigit()

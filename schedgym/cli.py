@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import codecs
+import contextlib
 import io
 import os
 import signal
@@ -15,7 +16,7 @@ from typing import Any, NoReturn
 from schedgym import limits
 from schedgym._atomic import atomic_open, check_output_dir, check_output_path, output_set
 from schedgym._atomic import is_stream as _is_stream
-from schedgym._csvio import parse_integer, parse_number
+from schedgym._csvio import parse_bool, parse_integer, parse_number
 from schedgym._optional import interrupt_in
 from schedgym.errors import ConfigError, SchedGymError, Terminated
 
@@ -447,11 +448,10 @@ def _rule_value(text: str, kind: str) -> object:
     if text.lower() in ("none", "null") and "None" in kind:
         return None
     if kind.startswith("bool"):
-        if text.lower() in ("1", "true", "yes"):
-            return True
-        if text.lower() in ("0", "false", "no"):
-            return False
-        raise ValueError(text)
+        flag = parse_bool(text)
+        if flag is None:
+            raise ValueError(text)
+        return flag
     if kind.startswith("int"):
         value = parse_integer(text)
         if value is None:
@@ -735,7 +735,23 @@ def log_folders(labels: Sequence[str]) -> dict[str, str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``schedgym`` with ``argv`` (default: the command line); return the exit status: 0, 1 when a
     command found nothing to report (tune), 2 for a user error (one line on stderr), 130 on Ctrl-C, 143 on
-    SIGTERM (with the ``schedgym`` command; both after the same clean-up)."""
+    SIGTERM (with the ``schedgym`` command; both after the same clean-up). Called with ``argv`` from a Python
+    process, it leaves that process's ``sys.unraisablehook`` and stdout/stderr error handlers as they were; as
+    the command (no ``argv``), it keeps them changed until the interpreter exits."""
+    if argv is None:
+        return _main(argv)
+    hook = sys.unraisablehook
+    errors = [(s, s.errors) for s in (sys.stdout, sys.stderr) if isinstance(s, io.TextIOWrapper)]
+    try:
+        return _main(argv)
+    finally:
+        sys.unraisablehook = hook
+        for stream, handler in errors:
+            with contextlib.suppress(ValueError):  # a stream closed meanwhile
+                stream.reconfigure(errors=handler)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     _take_over_interrupts()
     _plain_text_fallback()
     _RECEIVED.clear()

@@ -492,3 +492,30 @@ def test_vector_actions_of_every_integer_kind_are_taken_alike():
 def test_every_refusal_is_a_schedgym_error():
     for exc in (ConfigError, IllegalDecisionError):
         assert issubclass(exc, SchedGymError)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("true", True), (" Yes ", True), ("1", True), ("FALSE", False), ("no", False), ("0", False)]
+    + [(text, None) for text in ("", "tru", "\u0661", "on", "true false")],
+)
+def test_every_option_reads_a_bool_as_text_from_one_table(text, value):
+    # --set of trace convert, a sweep's --set and a search's values each had their own table; the first did
+    # not strip blanks, so "--set FIELD= true" was refused where the sweep took it.
+    from agents.tune import _parse_value
+    from schedgym._csvio import parse_bool
+    from schedgym.cli import _rule_value
+    from schedgym.experiments.sweep import parse_value
+
+    assert parse_bool(text) is value
+    readers = (
+        lambda: _rule_value(text, "bool"),
+        lambda: parse_value("backfill", text),
+        lambda: _parse_value("bool", text),
+    )
+    for read in readers:
+        if value is None:
+            with pytest.raises((ValueError, ConfigError)):
+                read()
+        else:
+            assert read() is value

@@ -685,10 +685,16 @@ def test_ctrl_c_while_a_class_is_built_is_an_interrupt(tmp_path, capsys, monkeyp
     outputs = ["--csv", str(tmp_path / "a.csv"), "--json", str(tmp_path / "a.json")]
     monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)  # main() replaces it on Ctrl-C
     monkeypatch.setattr(report, "write_json", interrupted)
+    hook, errors = sys.unraisablehook, (sys.stdout.errors, sys.stderr.errors)
     assert main([*argv, *outputs]) == 130
     assert capsys.readouterr().err == "schedgym: interrupted\n"
     assert list(tmp_path.iterdir()) == []
-    sys.unraisablehook(None)  # silenced: prints nothing
+    # main(argv) in a Python process puts back what it changed for the command's exit
+    assert sys.unraisablehook is hook and (sys.stdout.errors, sys.stderr.errors) == errors != ("schedgym-plain",) * 2
+    monkeypatch.setattr(sys, "argv", ["schedgym", *argv, *outputs])
+    assert main() == 130  # as the command: silenced until the interpreter exits
+    assert capsys.readouterr().err == "schedgym: interrupted\n"
+    sys.unraisablehook(None)  # prints nothing
     assert capsys.readouterr().err == ""
     monkeypatch.setattr(report, "write_json", broken)
     with pytest.raises(RuntimeError, match="a bug"):

@@ -39,7 +39,7 @@ from typing import Any, cast
 import numpy as np
 
 from schedgym._atomic import atomic_open
-from schedgym._csvio import parse_integer, parse_number
+from schedgym._csvio import parse_bool, parse_integer, parse_number
 from schedgym.errors import ConfigError, SchedGymError
 from schedgym.experiments import stats
 from schedgym.experiments.compare import (
@@ -152,7 +152,7 @@ def parse_value(name: str, text: str) -> Any:
             "(schedgym.experiments.sweep.SweepConfig)"
         )
     if kind == "bool":
-        value = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}.get(raw.lower())
+        value = parse_bool(raw)
     elif kind == "int":
         value = parse_integer(raw)
     elif kind == "float":
