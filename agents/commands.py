@@ -85,13 +85,13 @@ def _finite_float(text: str) -> float:
 
 
 def _json_object(text: str) -> dict:
-    import json
+    from agents import strict_json
 
     def no_constant(name: str) -> None:
         raise ValueError(f"{name} is not a JSON number")
 
     try:
-        value = json.loads(text, parse_constant=no_constant)
+        value = strict_json.loads(text, parse_constant=no_constant)
     except (ValueError, RecursionError) as exc:
         raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r} ({exc})") from None
     if not isinstance(value, dict):

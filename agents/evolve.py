@@ -163,6 +163,12 @@ class PlanScoreNetwork:
         if reads_queue and (hidden == 0 or queue_rows == 0):  # the queue would be read by nothing, or be empty
             raise ValueError(f"reads_queue needs hidden units and queue rows, got {spec!r}")
         head = cls.head_width_of(queue_rows, reads_queue)
+        # Converted to float64 below: a complex array would lose its imaginary part (a warning, not an error),
+        # a bool or integer one would pass as numbers it was not saved as.
+        dtypes = {key: np.asarray(arrays[key]).dtype for key in ("params", "row_mean", "row_scale")}
+        odd = [f"{key} is {dtype}" for key, dtype in dtypes.items() if dtype.kind != "f"]
+        if odd:
+            raise ValueError(f"expected arrays of real floats; {', '.join(odd)}")
         params = np.asarray(arrays["params"], dtype=np.float64)
         row_mean = np.asarray(arrays["row_mean"], dtype=np.float64)
         row_scale = np.asarray(arrays["row_scale"], dtype=np.float64)

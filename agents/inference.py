@@ -17,7 +17,6 @@ from __future__ import annotations
 import base64
 import collections
 import io
-import json
 import math
 import os
 import pickle
@@ -31,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from agents import strict_json
 from schedgym import limits
 from schedgym._csvio import open_input, read_bounded
 from schedgym.decision.features import CANDIDATE_FEATURES, N_HEAD
@@ -511,7 +511,7 @@ def load_policy_network(path: str | Path, algo: str, policy: str | None = None) 
             missing = [name for name in ("data", "policy.pth") if name not in outer.names()]
             if missing:
                 raise SchedGymError(f"{where}: not a stable-baselines3 model (the zip has no {' or '.join(missing)})")
-            data = json.loads(outer.read("data"))
+            data = strict_json.loads(outer.read("data"))
             state = _read_state_dict(outer.read("policy.pth"), where)
     except SchedGymError:
         raise
@@ -519,8 +519,8 @@ def load_policy_network(path: str | Path, algo: str, policy: str | None = None) 
         raise SchedGymError(f"{where}: cannot read the model ({exc.strerror or exc})") from None
     except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError):
         raise SchedGymError(f"{where}: not a stable-baselines3 model (not a zip file, or a damaged one)") from None
-    except ValueError:  # json.JSONDecodeError, UnicodeDecodeError
-        raise SchedGymError(f"{where}: not a stable-baselines3 model (its data entry is not JSON)") from None
+    except ValueError as exc:  # json.JSONDecodeError, UnicodeDecodeError, a key given twice
+        raise SchedGymError(f"{where}: not a stable-baselines3 model (its data entry is not JSON: {exc})") from None
     if not isinstance(data, dict):
         raise SchedGymError(f"{where}: not a stable-baselines3 model (its data entry is not a JSON object)")
     found = "rows" if any(k.startswith(f"{_ROWS}actor_rows.") for k in state) else "mlp"

@@ -24,13 +24,13 @@ loaded.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
+from agents import strict_json
 from agents.manifest import BUNDLED_DIR, BundledAgent, check_file, read_manifest, sha256_of
 from schedgym._csvio import open_input, read_bounded
 from schedgym._optional import raise_if_interrupted
@@ -271,7 +271,7 @@ def _read_meta(meta_path: Path) -> dict[str, Any]:
             raw = read_bounded(fh, MAX_META_BYTES + 1)
         if len(raw) > MAX_META_BYTES:  # a file that grew, or a pseudo file reporting size 0
             raise SchedGymError(too_big)
-        meta = json.loads(raw.decode("utf-8"))
+        meta = strict_json.loads(raw.decode("utf-8"))  # a key given twice is refused, not read as its last
     except SchedGymError:  # TraceError is a ValueError too
         raise
     except (OSError, ValueError, RecursionError) as exc:

@@ -11,11 +11,11 @@ bundled agent's files against it before loading them.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agents import strict_json
 from schedgym.errors import SchedGymError
 
 BUNDLED_DIR = Path(__file__).resolve().parent / "bundled"
@@ -66,7 +66,7 @@ def _file_entry(path: Path, name: str, key: str, value: Any, suffixes: tuple[str
 def read_manifest(path: Path = MANIFEST) -> dict[str, BundledAgent]:
     """The manifest's agents by name, in its order; :class:`SchedGymError` if it is missing or malformed."""
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = strict_json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise SchedGymError(
             f"cannot read the bundled agents' manifest {path} ({exc.strerror}); reinstall schedgym"

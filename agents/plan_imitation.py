@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from agents import strict_json
 from schedgym.decision.features import N_HEAD_V2, PLAN_FEATURES, QUEUE_FEATURES
 from schedgym.decision.plan_mode import PlanDecision, PlanPolicy
 from schedgym.decision.plans import PER_NODE
@@ -428,10 +429,16 @@ class PlanScorerNetwork:
 
     @classmethod
     def load(cls, npz: str | Path, spec: dict[str, Any]) -> PlanScorerNetwork:
+        """The network saved by :meth:`save` at ``npz``, described by ``spec``; ValueError for an array that is
+        not of real floats (float64 of a complex array would drop its imaginary part with only a warning)."""
         with np.load(npz, allow_pickle=False) as data:
-            n = len(data.files) // 2
-            layers = tuple((data[f"layer{i}.weight"].astype(np.float64), data[f"layer{i}.bias"].astype(np.float64))
-                           for i in range(n))  # fmt: skip
+            arrays = {name: data[name] for name in data.files}
+        odd = [f"{name} is {a.dtype}" for name, a in arrays.items() if a.dtype.kind != "f"]
+        if odd:
+            raise ValueError(f"{npz}: expected arrays of real floats; {', '.join(odd)}")
+        n = len(arrays) // 2
+        layers = tuple((arrays[f"layer{i}.weight"].astype(np.float64), arrays[f"layer{i}.bias"].astype(np.float64))
+                       for i in range(n))  # fmt: skip
         return cls(layers, int(spec["max_plans"]), int(spec["queue_rows"]), bool(spec["context"]))
 
 
@@ -452,7 +459,7 @@ class PlanStudent(PlanPolicy):
     def load(cls, folder: str | Path) -> PlanStudent:
         """The student saved in ``folder`` (``student.npz`` and ``student.json``)."""
         folder = Path(folder)
-        meta = json.loads((folder / "student.json").read_text(encoding="utf-8"))
+        meta = strict_json.loads((folder / "student.json").read_text(encoding="utf-8"))
         network = PlanScorerNetwork.load(folder / "student.npz", meta["network"])
         return cls(network, estimate_noise=float(meta["config"]["estimate_noise"]))
 

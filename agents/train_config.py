@@ -119,8 +119,13 @@ class CommonConfig:
 
         _as_names(self, "workloads")
         _as_names(self, "eval_baselines")
-        if len(set(self.workloads)) != len(self.workloads):
-            raise ConfigError(f"Expected distinct workloads, got {list(self.workloads)}")
+        for name in ("workloads", "eval_baselines"):  # a baseline given twice was run and reported twice
+            names = getattr(self, name)
+            if len(set(names)) != len(names):
+                twice = sorted({x for x in names if names.count(x) > 1})
+                raise ConfigError(
+                    f"Expected distinct {name}, got {list(names)}: {', '.join(map(repr, twice))} more than once"
+                )
         for spec in self.eval_baselines:
             _check_policy("eval_baselines", spec)
             if ":" in spec or policy_entry(spec).learned:

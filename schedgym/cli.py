@@ -372,10 +372,15 @@ def _sweep(args: argparse.Namespace) -> int:
             raise ConfigError(f"{flag} and --set {name}=... both set {name}; give one")
         if name == "workload" and args.trace is not None:
             raise ConfigError(f"--trace and --set {name}=... both set the workload; give one")
-    _check_outputs((("--json", args.json), ("--csv", args.csv), ("--plot", args.plot)))
+    base = _compare_config(args)
+    _check_outputs(
+        (("--json", args.json), ("--csv", args.csv), ("--plot", args.plot)),
+        _read_files(args, base.policies),
+        (("--run-dir", args.run_dir), ("--resume", args.resume)),
+    )
     if args.plot:
         _check_plot(args.plot)
-    config = SweepConfig(_compare_config(args), grid)
+    config = SweepConfig(base, grid)
     _run_and_write(
         lambda: run_sweep(
             config,
@@ -524,9 +529,10 @@ def _trace(args: argparse.Namespace) -> int:
 
 
 def _same_file(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` name one file: the same path once resolved, or two hard links to it."""
     try:
-        return Path(a).resolve() == Path(b).resolve()
-    except (OSError, RuntimeError):
+        return Path(a).resolve() == Path(b).resolve() or os.path.samefile(a, b)
+    except (OSError, RuntimeError, ValueError):
         return False
 
 
@@ -583,19 +589,42 @@ def _compare_config(args: argparse.Namespace):  # noqa: ANN202
     )
 
 
-def _check_outputs(given: Sequence[tuple[str, str | None]]) -> None:
-    """Each output path can be written, and no two name the same file."""
-    for flag, path in given:
-        if path is not None:
-            check_output_path(flag, path)
-    seen: dict[Path, str] = {}
-    for flag, path in given:
-        if path is None:
+def _check_outputs(
+    given: Sequence[tuple[str, str | None]],
+    inputs: Sequence[tuple[str, str | None]] = (),
+    folders: Sequence[tuple[str, str | None]] = (),
+) -> None:
+    """Each output path can be written; no two name the same file (a hard link included); none is a file the
+    command reads (``inputs``: what, path) or lies in a folder it writes by itself (``folders``: flag, path).
+    A trace given as ``--csv`` too was replaced by the results, with exit status 0."""
+    outputs = [(flag, path) for flag, path in given if path is not None]
+    for flag, path in outputs:
+        check_output_path(flag, path)
+    for k, (flag, path) in enumerate(outputs):
+        if _is_stream(path):  # --json /dev/null --csv /dev/null is fine
             continue
-        resolved = Path(path).resolve()
-        if resolved in seen and not _is_stream(path):  # --json /dev/null --csv /dev/null is fine
-            raise ConfigError(f"{seen[resolved]} and {flag} name the same file {path!r}; give each its own")
-        seen[resolved] = flag
+        for other, earlier in outputs[:k]:
+            if _same_file(path, earlier):
+                raise ConfigError(f"{other} and {flag} name the same file {path!r}; give each its own")
+        for what, source in inputs:
+            if source and _same_file(path, source):
+                raise ConfigError(f"{flag} {path!r} is {what} too; give the output its own name")
+        for where, folder in folders:
+            if folder and folder.strip() and Path(path).resolve().is_relative_to(Path(folder).resolve()):
+                raise ConfigError(f"{flag} {path!r} is inside {where} {folder!r}, which the command fills itself")
+
+
+def _read_files(args: argparse.Namespace, policies: Sequence[str]) -> list[tuple[str, str | None]]:
+    """compare's and sweep's input files, as (what, path): the trace, a cluster file, each saved agent and
+    the ``.json`` beside it."""
+    inputs: list[tuple[str, str | None]] = [("the trace", args.trace)]
+    if args.cluster is not None and Path(args.cluster).is_file():
+        inputs.append(("the cluster file", args.cluster))
+    for spec in policies:
+        name, sep, path = spec.partition(":")
+        if sep and path:
+            inputs += [(f"{name}'s saved agent", path), (f"{name}'s description", str(Path(path).with_suffix(".json")))]
+    return inputs
 
 
 def _check_plot(path: str) -> None:
@@ -640,7 +669,9 @@ def _compare_suite(args: argparse.Namespace) -> int:
         split=args.split,
         first_seed=args.first_seed,
     )
-    _check_outputs((("--json", args.json), ("--markdown", args.markdown), ("--plot", args.plot)))
+    _check_outputs(
+        (("--json", args.json), ("--markdown", args.markdown), ("--plot", args.plot)), _read_files(args, base.policies)
+    )
     if args.plot:
         _check_plot(args.plot)
     _run_and_write(
@@ -677,7 +708,11 @@ def _compare(args: argparse.Namespace) -> int:
     executor = _executor(args)
     config = _compare_config(args)
     # Output paths are checked before minutes of simulation, not after.
-    _check_outputs((("--json", args.json), ("--csv", args.csv), ("--markdown", args.markdown), ("--plot", args.plot)))
+    _check_outputs(
+        (("--json", args.json), ("--csv", args.csv), ("--markdown", args.markdown), ("--plot", args.plot)),
+        _read_files(args, config.policies),
+        (("--log-dir", args.log_dir), ("--run-dir", args.run_dir), ("--resume", args.resume)),
+    )
     folders: dict[str, str] = {}
     if args.log_dir is not None:
         check_output_dir("--log-dir", args.log_dir)

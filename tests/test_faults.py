@@ -370,6 +370,46 @@ def test_same_device_twice_is_fine_but_same_file_is_named(tmp_path, capsys):
     ]
 
 
+@pytest.mark.parametrize(
+    "case", ["trace", "cluster", "agent", "agent description", "hard link", "log dir", "run dir", "sweep trace"]
+)
+def test_an_output_that_is_an_input_or_inside_a_written_folder_is_refused_before_any_work(tmp_path, capsys, case):
+    """Until 2026-12-05 compare and sweep replaced their own trace, cluster file or agent description with a
+    report (exit 0), and a report inside --log-dir replaced a log."""
+    trace, nodes = tmp_path / "t.csv", tmp_path / "nodes.csv"
+    trace.write_text("job_id,submit_time,duration,gpus,class,grace_period\nb1,0,1000,8,BE,10\nt1,100,100,8,TE,0\n")
+    nodes.write_text("name,gpus,cpus,mem_gb\nonly,8,64,512\n")
+    bundled = Path(__file__).parent.parent / "agents" / "bundled"
+    for suffix in (".npz", ".json"):
+        shutil.copy(bundled / f"lean_ppo_paper{suffix}", tmp_path / f"me{suffix}")
+    os.link(tmp_path / "t.csv", tmp_path / "link.csv")
+    compare = ["compare", "--policies", f"fifo,me:{tmp_path / 'me.npz'}", "--seeds", "1", "--no-progress"]
+    on_trace = [*compare, "--trace", str(trace), "--cluster", str(nodes)]
+    argv, output, message = {
+        "trace": (on_trace, ["--csv", str(trace)], "is the trace too"),
+        "cluster": (on_trace, ["--json", str(nodes)], "is the cluster file too"),
+        "agent": (on_trace, ["--json", str(tmp_path / "me.npz")], "is me's saved agent too"),
+        "agent description": (on_trace, ["--markdown", str(tmp_path / "me.json")], "is me's description too"),
+        "hard link": (on_trace, ["--json", str(tmp_path / "link.csv")], "is the trace too"),
+        "log dir": (on_trace, ["--log-dir", str(tmp_path), "--csv", str(tmp_path / "o.csv")], "is inside --log-dir"),
+        "run dir": (on_trace, ["--run-dir", str(tmp_path / "r"), "--csv", str(tmp_path / "r" / "o.csv")], "inside"),
+        "sweep trace": (
+            ["sweep", "--set", "max_preemptions=0,1", "--policies", "fifo", "--seeds", "1", "--trace", str(trace)],
+            ["--cluster", str(nodes), "--json", str(trace)],
+            "is the trace too",
+        ),
+    }[case]
+    (tmp_path / "r").mkdir()  # an empty folder can start a grid
+
+    def files() -> dict[str, bytes]:
+        return {str(p): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+
+    before = files()
+    status, err = run(capsys, [*argv, *output])
+    assert status == 2 and len(err) == 1 and message in err[0], err
+    assert files() == before and list((tmp_path / "r").iterdir()) == []
+
+
 def test_check_output_path_kinds(tmp_path):
     check_output_path("--json", "/dev/null")
     check_output_path("--json", "/dev/stdout")

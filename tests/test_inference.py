@@ -17,7 +17,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
-from helpers import acts_like_sb3
+from helpers import acts_like_sb3, run_cli
 
 import agents.inference
 import schedgym  # noqa: F401  (registers the environment ids)
@@ -184,6 +184,18 @@ def test_malformed_files_raise_schedgym_errors(tmp_path):
         load_policy_network(BUNDLED, "a2c")
     with pytest.raises(SchedGymError, match=r"not a dqn model \(its parameters have no q_net\.q_net\.0\.weight\)"):
         load_policy_network(BUNDLED, "dqn")
+
+
+def test_a_key_given_twice_in_the_data_entry_is_refused(tmp_path):
+    # json.loads let the last win: the observation space or policy_kwargs read could be other than the first
+    path = _tiny_ppo(tmp_path / "m.zip")
+    with zipfile.ZipFile(path) as z:
+        pth = z.read("policy.pth")
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("data", '{"policy_kwargs": {}, "policy_kwargs": {"net_arch": [4]}}')
+        z.writestr("policy.pth", pth)
+    with pytest.raises(SchedGymError, match=r"m\.zip: not a stable-baselines3 model .*key 'policy_kwargs' given twice"):
+        load_policy_network(path, "ppo")
 
 
 @pytest.mark.parametrize(
@@ -370,3 +382,61 @@ def test_an_rllib_actor_gives_no_log_probabilities():
     assert net.act_batch(np.eye(3)[[2]]).tolist() == [2]
     with pytest.raises(SchedGymError, match="no log-probabilities"):
         net.log_probabilities_batch(np.eye(3))
+
+
+# --- saved numpy agents: only arrays of real floats -----------------------------------------------------------
+
+LEAN_PPO = BUNDLED.parent / "lean_ppo_paper.npz"
+NOT_REAL = [np.complex64, np.complex128, np.int64, np.bool_, "U32"]
+
+
+def _plan_agent(tmp_path: Path, dtype: object) -> Path:
+    """The bundled lean_ppo agent copied to ``tmp_path`` with its params cast to ``dtype``, its .json beside it."""
+    with np.load(LEAN_PPO) as data:
+        arrays = {name: data[name] for name in data.files}
+    arrays["params"] = arrays["params"].astype(dtype)
+    path = tmp_path / "lp.npz"
+    np.savez(path, **arrays)
+    path.with_suffix(".json").write_bytes(LEAN_PPO.with_suffix(".json").read_bytes())
+    return path
+
+
+@pytest.mark.parametrize("dtype", NOT_REAL)
+def test_a_saved_plan_agent_whose_params_are_not_real_floats_is_refused(tmp_path, dtype):
+    # complex64 params were cast to float64 with a ComplexWarning only (their imaginary parts dropped), integers
+    # and booleans passed as numbers, strings were parsed as numbers: each loaded as an agent.
+    from agents.learned import load_agent
+
+    path = _plan_agent(tmp_path, dtype)
+    with pytest.raises(SchedGymError) as caught:
+        load_agent(path)
+    assert str(caught.value) == (
+        f"{path}: not an agent saved by 'python -m agents.evolve' "
+        f"(expected arrays of real floats; params is {np.dtype(dtype)})"
+    )
+
+
+def test_a_complex_saved_agent_is_one_error_line_on_the_command_line(tmp_path):
+    path = _plan_agent(tmp_path, np.complex64)
+    proc = run_cli("compare", "--seeds", "1", "--jobs", "30", "--policies", f"fifo,me:{path}")
+    assert proc.returncode == 2, proc.stdout
+    assert proc.stderr.splitlines() == [
+        f"schedgym: error: {path}: not an agent saved by 'python -m agents.evolve' "
+        "(expected arrays of real floats; params is complex64)"
+    ]
+
+
+@pytest.mark.parametrize("dtype", NOT_REAL)
+def test_a_plan_student_of_arrays_not_real_floats_is_refused(tmp_path, dtype):
+    from agents.plan_imitation import PlanScorerNetwork
+
+    w, b = np.ones((1, 3)), np.zeros(1)
+    path = tmp_path / "student.npz"
+    np.savez(path, **{"layer0.weight": w.astype(dtype), "layer0.bias": b})
+    spec = {"max_plans": 2, "queue_rows": 0, "context": False}
+    with pytest.raises(
+        ValueError, match=rf"student\.npz: expected arrays of real floats; layer0\.weight is {np.dtype(dtype)}$"
+    ):
+        PlanScorerNetwork.load(path, spec)
+    np.savez(path, **{"layer0.weight": w, "layer0.bias": b})
+    assert PlanScorerNetwork.load(path, spec).layers[0][0].dtype == np.float64

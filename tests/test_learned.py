@@ -12,7 +12,7 @@ from helpers import TINY, play_episode, run_cli
 
 pytest.importorskip("sb3_contrib")
 
-from agents.learned import LearnedPolicy, SB3Network, algo_class, load_agent  # noqa: E402
+from agents.learned import BUNDLED, LearnedPolicy, SB3Network, algo_class, load_agent  # noqa: E402
 from agents.train import TrainConfig, field_docs, train  # noqa: E402
 from schedgym.errors import ConfigError, SchedGymError  # noqa: E402
 from schedgym.experiments.compare import CompareConfig, run_comparison  # noqa: E402
@@ -116,6 +116,28 @@ def test_missing_description_is_a_clear_error(tmp_path, trained):
         make_policy(f"ppo:{lone}")
     with pytest.raises(SchedGymError, match="No model"):
         make_policy(f"ppo:{tmp_path / 'nothing.zip'}")
+
+
+@pytest.mark.parametrize(
+    "where, twice, key",
+    [
+        ('"env_id": ', '"env_id": "schedgym/Preemption-v0", "env_id": ', "env_id"),  # was read as the last
+        ('"env_kwargs": {', '"env_kwargs": {"n_jobs": 30, ', "n_jobs"),  # at any depth
+    ],
+)
+def test_a_key_given_twice_in_an_agents_description_is_refused(tmp_path, where, twice, key):
+    source = BUNDLED["lean-ppo"]
+    text = json.dumps(json.loads(source.with_suffix(".json").read_text(encoding="utf-8")))
+    assert text.count(where) == 1
+    model = tmp_path / "me.npz"
+    model.write_bytes(source.read_bytes())
+    model.with_suffix(".json").write_text(text.replace(where, twice), encoding="utf-8")
+    message = f"{model.with_suffix('.json')}: not a schedgym agent description (key {key!r} given twice)"
+    with pytest.raises(SchedGymError) as caught:
+        load_agent(model)
+    assert str(caught.value) == message
+    proc = run_cli("compare", "--seeds", "1", "--jobs", "30", "--policies", f"fifo,me:{model}")
+    assert (proc.returncode, proc.stderr.splitlines()) == (2, [f"schedgym: error: {message}"])
 
 
 def test_a_model_path_that_is_not_a_zip_is_named_as_given(tmp_path):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.commands import _int_tuple, add_options
+from agents.commands import _int_tuple, _json_object, add_options
 from agents.manifest import BUNDLED_DIR
 from agents.train_config import (
     CommonConfig,
@@ -43,6 +43,12 @@ GROUPS = (CommonConfig, ModelConfig, SB3Config, ImitationConfig, RLlibConfig)
         (CommonConfig, {"total_timesteps": -1}, "Expected total_timesteps >= 0, got -1"),
         (CommonConfig, {"workloads": ("paper", "paper")}, "Expected distinct workloads, got ['paper', 'paper']"),
         (CommonConfig, {"eval_baselines": ("ppo",)}, "eval_baselines are rules; 'ppo' is a learned agent"),
+        # was run and reported twice ("minus fifo" twice in every evaluation), where compare refuses it
+        (
+            CommonConfig,
+            {"eval_baselines": ("fifo", "k8s", "fifo")},
+            "Expected distinct eval_baselines, got ['fifo', 'k8s', 'fifo']: 'fifo' more than once",
+        ),
         (CommonConfig, {"eval_freq": -5}, "Expected eval_freq >= 0, got -5"),
         (CommonConfig, {"env_kwargs": {"n_jobz": 3}}, "env_kwargs: unknown option 'n_jobz' (did you mean 'n_jobs'?)"),
         (CommonConfig, {"seed": -1}, "Expected seed from 0 to 4294967295 (numpy's and torch's range), got -1"),
@@ -286,6 +292,52 @@ def test_a_blank_layer_size_on_the_command_line_is_one_error_line(tmp_path, caps
     assert status == 2
     lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert lines == [f"schedgym: error: {command}: argument --net-arch: {LAYERS_MESSAGE}, got {text!r}"]
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "text, key",
+    [
+        ('{"n_jobs": 30, "n_jobs": 40}', "n_jobs"),  # was read as 40, and recorded so in model.json
+        ('{"sim": {"max_preemptions": 1, "max_preemptions": 2}}', "max_preemptions"),  # at any depth
+    ],
+)
+def test_a_json_key_given_twice_is_refused_not_read_as_the_last(text, key):
+    with pytest.raises(argparse.ArgumentTypeError) as caught:
+        _json_object(text)
+    assert str(caught.value) == f"expected a JSON object, got {text!r} (key {key!r} given twice)"
+    assert _json_object('{"n_jobs": 30, "sim": {"n_jobs": 40}}') == {"n_jobs": 30, "sim": {"n_jobs": 40}}
+
+
+@pytest.mark.parametrize("command", ["train", "tune"])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (
+            ["--env-kwargs", '{"n_jobs":30, "n_jobs":40}'],
+            'argument --env-kwargs: expected a JSON object, got \'{"n_jobs":30, "n_jobs":40}\' '
+            "(key 'n_jobs' given twice)",
+        ),
+        (
+            ["--eval-baselines", "fifo,fifo"],
+            "Expected distinct eval_baselines, got ['fifo', 'fifo']: 'fifo' more than once",
+        ),
+    ],
+)
+def test_a_name_or_key_given_twice_on_the_command_line_is_one_error_line(
+    tmp_path, capsys, monkeypatch, command, options, message
+):
+    # An unknown --env-id is refused once the names are checked: the old code, which read both, stops there
+    # (with another message) instead of training or searching.
+    monkeypatch.chdir(tmp_path)
+    try:
+        status = main([command, *options, "--env-id", "schedgym/Nope-v0", "--run-dir", str(tmp_path / "runs")])
+    except SystemExit as exc:  # argparse's errors
+        status = exc.code
+    assert status == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    prefix = f"{command}: " if options[0] == "--env-kwargs" else ""
+    assert lines == [f"schedgym: error: {prefix}{message}"]
     assert list(tmp_path.iterdir()) == []
 
 

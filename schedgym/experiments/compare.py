@@ -62,6 +62,19 @@ def dominance(paired: dict[str, Any]) -> str:
     return "equal" if not better else "mixed"
 
 
+def _check_policies(policies: Sequence[str]) -> None:
+    """At least one, each known (now, not after the simulation), no two with one label."""
+    if not policies:
+        raise ConfigError("Expected at least one policy, got none")
+    labels = [check_spec(p) for p in policies]
+    if len(set(labels)) != len(labels):
+        dup = next(lb for lb in labels if labels.count(lb) > 1)
+        raise ConfigError(
+            f"Expected distinct policies, got {list(policies)}: two are labelled {dup!r} "
+            "(give a saved agent its own NAME:PATH)"
+        )
+
+
 @dataclass(frozen=True)
 class CompareConfig:
     """What to compare, on what."""
@@ -99,20 +112,12 @@ class CompareConfig:
     def __post_init__(self) -> None:
         if self.split not in EVALUATION_SPLITS:
             raise ConfigError(f"Expected split in {list(EVALUATION_SPLITS)}, got {self.split!r}")
-        if not self.policies:
-            raise ConfigError("Expected at least one policy, got none")
         if self.trace is not None and self.workload not in (None, "paper"):
             raise ConfigError(
                 f"Expected no workload with trace (every seed replays the trace file), got workload "
                 f"{self.workload!r} and trace {self.trace!r}; pass one of them"
             )
-        labels = [check_spec(p) for p in self.policies]  # unknown names fail now, not after the simulation
-        if len(set(labels)) != len(labels):
-            dup = next(lb for lb in labels if labels.count(lb) > 1)
-            raise ConfigError(
-                f"Expected distinct policies, got {list(self.policies)}: two are labelled {dup!r} "
-                "(give a saved agent its own NAME:PATH)"
-            )
+        _check_policies(self.policies)
         # Checked here, before the source is made, so that the message names the option (--load) and the
         # workload's own reason; the source's check would say the same without the option's name.
         kind = WorkloadSource(workload=self.workload, trace=self.trace).kind if self.load is not None else None
