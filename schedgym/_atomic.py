@@ -226,7 +226,10 @@ class OutputSet:
                 if s.tmp is None and _own_fd(s.target) is None:
                     _write_stream(s)
             for text in self.printed:
-                print(text)
+                try:
+                    print(text, flush=True)
+                except OSError as exc:  # `> file` on a full disk: the set is discarded, one line says why
+                    raise _error("standard output", exc) from None
             for s in self.staged:
                 if s.tmp is None and _own_fd(s.target) is not None:
                     _write_stream(s)

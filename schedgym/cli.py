@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import codecs
 import contextlib
+import errno
 import io
 import os
 import signal
@@ -515,12 +516,12 @@ def _trace(args: argparse.Namespace) -> int:
         cluster = load_alibaba_cluster(args.nodes)
         extra["cluster"] = cluster
     workload, report = convert(args.input, rules, **extra)
-    with output_set():  # both files are put in place only if both were written
+    with output_set() as outputs:  # both files (and the report) appear only if both were written
         with atomic_open(args.output, newline="") as fh:
             write_trace(fh, workload.jobs)
         if args.cluster_out is not None and cluster is not None:
             save_cluster_csv(args.cluster_out, cluster)
-    print(report)
+        outputs.print(str(report))
     print(
         f"wrote {len(workload)} jobs to {args.output}"
         + (f" and the cluster to {args.cluster_out}" if args.cluster_out else "")
@@ -805,6 +806,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except SchedGymError as exc:
         if _RECEIVED:  # an error the interrupt caused (matplotlib's, interrupted while it saves a figure)
             return _interrupted(None)
+        _stdout_unwritable()
         print(f"schedgym: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
@@ -817,6 +819,15 @@ def _main(argv: Sequence[str] | None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
+    except OSError as exc:
+        # Our own files fail as SchedGymError naming them; an OSError of a full disk without a file name is
+        # the write of a print.
+        if _RECEIVED or not (_stdout_unwritable() or (exc.filename is None and exc.errno in _DISK_FULL)):
+            raise
+        _stdout_unwritable(force=True)
+        # `schedgym train > log` on a full disk: what failed is stdout, not a file of ours
+        print(f"schedgym: error: cannot write standard output: {os.strerror(exc.errno or 0)}", file=sys.stderr)
+        return 2
     except Exception as exc:
         # Ctrl-C during an import (matplotlib's, by --plot at the end) can reach us as another exception caused
         # by the KeyboardInterrupt: "ImportError: initialization failed" from an extension module, or
@@ -826,6 +837,27 @@ def _main(argv: Sequence[str] | None) -> int:
             raise
         return _interrupted(interrupt)
     return 2
+
+
+_DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO}
+
+
+def _stdout_unwritable(force: bool = False) -> bool:
+    """Whether stdout cannot take what was printed (``> file`` on a full disk); if so (or ``force``) it is
+    pointed at the null device, so that the flush at exit does not fail again with a traceback and status 120."""
+    try:
+        if force:
+            raise ValueError("stdout failed")
+        sys.stdout.flush()
+        return False
+    except (OSError, ValueError):
+        if sys.stdout is not sys.__stdout__:  # main() in a Python process (a test): not the process's own to change
+            return True
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        return True
 
 
 # The signals (SIGINT, SIGTERM) that have stopped this command. An interrupt can land where a library turns it

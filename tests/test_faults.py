@@ -322,6 +322,29 @@ def test_a_full_device_leaves_the_error_alone_without_the_table(tmp_path, capsys
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("command", ["compare", "sweep", "trace convert"])
+def test_stdout_on_a_full_disk_is_one_line_and_changes_no_output(tmp_path, command):
+    """``> file`` on a full disk: one line and status 2, and the outputs as they were (until 2026-12-05 a
+    traceback and status 1; trace convert had replaced its output before it printed its report)."""
+    out = tmp_path / "out.csv"
+    out.write_text("OLD\n")
+    swf = tmp_path / "log.swf"
+    swf.write_text("1 0 10 100 4 -1 -1 4 200 -1 1 1 1 1 1 -1 -1 -1\n2 5 10 50 8 -1 -1 8 60 -1 1 1 1 1 1 -1 -1 -1\n")
+    argv = {
+        "compare": [*SMALL, "--csv", str(out)],
+        "sweep": ["sweep", "--set", "max_preemptions=0,1", *SMALL[1:], "--csv", str(out)],
+        "trace convert": ["trace", "convert", "--format", "swf", str(swf), str(out)],
+    }[command]
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "schedgym.cli", *argv], stdout=full, stderr=subprocess.PIPE, text=True, timeout=120
+        )
+    line = "schedgym: error: cannot write standard output: No space left on device\n"
+    assert (proc.returncode, proc.stderr) == (2, line)
+    assert out.read_text() == "OLD\n" and sorted(p.name for p in tmp_path.iterdir()) == ["log.swf", "out.csv"]
+
+
 def _no_times(text: bytes) -> list[bytes]:
     return [line for line in text.splitlines() if b"wall_time" not in line]
 
