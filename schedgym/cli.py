@@ -110,13 +110,13 @@ def _float_type(minimum: float, maximum: float, limit: str = "") -> Callable[[st
 
 def _load_type(text: str) -> float:
     """An argparse type: the offered load of a synthetic workload, a finite ASCII decimal number with
-    0 < load < MAX_LOAD (SyntheticConfig's bounds)."""
-    from schedgym.workloads.synthetic import MAX_LOAD
+    MIN_LOAD <= load < MAX_LOAD (SyntheticConfig's bounds)."""
+    from schedgym.workloads.synthetic import MAX_LOAD, MIN_LOAD
 
     value = parse_number(text)
-    if value is None or not 0 < value < MAX_LOAD:
+    if value is None or not MIN_LOAD <= value < MAX_LOAD:
         raise argparse.ArgumentTypeError(
-            f"expected a number above 0 and below {MAX_LOAD:g}, in ASCII decimal notation, got {text!r}"
+            f"expected a number from {MIN_LOAD:g} to below {MAX_LOAD:g}, in ASCII decimal notation, got {text!r}"
         )
     return value
 
@@ -239,7 +239,7 @@ def _add_workload_options(cmd: argparse.ArgumentParser, policies: str) -> None:
         type=_load_type,
         default=None,
         help="offered GPU load of a synthetic workload: GPU-seconds submitted per second over the cluster's GPUs, "
-        "above 0 and below 10 (default: the preset's, 1.0)",
+        "from 0.01 to below 10 (default: the preset's, 1.0)",
     )
 
 

@@ -58,8 +58,9 @@ class IllegalDecisionError(SchedGymError, ValueError):
     """A preemption plan (or an environment action) breaks the rules of the current decision."""
 
 
-class UnknownNameError(SchedGymError, KeyError):
-    """A policy, workload or cluster name is not registered."""
+class UnknownNameError(SchedGymError, KeyError, ValueError):
+    """A policy, workload or cluster name is not registered: a KeyError (a lookup that failed) and, as every
+    other bad argument of ``gym.make``, a ValueError."""
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else ""

@@ -119,6 +119,14 @@ def test_a_path_to_a_cluster_csv_works_as_its_string(tmp_path):
     assert resolve_cluster(path) == twin.unwrapped.cluster
 
 
+@pytest.mark.parametrize("kwargs", [{"cluster": "nope"}, {"workload": "nope"}])
+def test_an_unknown_name_in_gym_make_is_a_value_error_as_every_bad_argument_is(kwargs):
+    # UnknownNameError was a KeyError alone: `except ValueError` around gym.make missed it.
+    with pytest.raises(ValueError, match="nope"):
+        gym.make("schedgym/Preemption-v1", **kwargs)
+    assert issubclass(UnknownNameError, KeyError)  # still a failed lookup
+
+
 def test_a_cluster_name_too_long_for_a_path_is_an_unknown_name():
     # Path.exists() raised OSError (ENAMETOOLONG) for it.
     with pytest.raises(UnknownNameError, match="Unknown cluster"):
@@ -217,7 +225,7 @@ def test_simconfig_restart_overhead_is_a_number_within_the_limits_or_a_config_er
         ({"preemption_cost": 1e308}, "preemption_cost <= 1e+06"),
         ({"split": ["train"]}, "split in"),
         ({"reward": 0}, "reward 'slowdown' or 'bounded_slowdown', got 0"),
-        ({"load": True}, "0 < load < 10, got True"),
+        ({"load": True}, "0.01 <= load < 10, got True"),
         ({"sim": 5}, "sim to be a SimConfig or a dict of its fields, got 5"),
     ],
 )

@@ -330,13 +330,13 @@ def test_load_sets_the_synthetic_workloads_offered_load(tmp_path, capsys):
     assert "workload paper (load 0.5)" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("value", ["0", "10", "-1", "abc", "1e400", "nan", "1_0", "\u0661"])
+@pytest.mark.parametrize("value", ["0", "10", "-1", "abc", "1e400", "nan", "1_0", "\u0661", "5e-324", "0.00999"])
 def test_bad_load_is_a_one_line_error(capsys, value):
     with pytest.raises(SystemExit) as exc:
         main(["compare", "--load", value.encode().decode("unicode_escape"), "--policies", "fifo", "--no-progress"])
     assert exc.value.code == 2
     line = assert_one_line_error(capsys.readouterr().err)
-    assert "--load" in line and "above 0 and below 10" in line
+    assert "--load" in line and "from 0.01 to below 10" in line
 
 
 def test_load_with_a_trace_is_rejected(tmp_path, capsys):

@@ -222,7 +222,7 @@ def test_workload_source_and_env_config_take_load():
     assert source.synthetic_config().load == 0.5
     assert EnvConfig(workload="realistic", load=1.3).source.load == 1.3
     for bad in (0, 10, -1.0, float("nan"), True, "1"):
-        with pytest.raises(ConfigError, match="0 < load < 10"):
+        with pytest.raises(ConfigError, match="0.01 <= load < 10"):
             WorkloadSource("paper", load=bad)
     with pytest.raises(ConfigError, match="load applies to synthetic workloads"):
         EnvConfig(workload="philly", load=1.1)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -208,10 +209,12 @@ def test_resuming_after_a_registered_name_changed_its_files_or_arguments_is_refu
         ("grid", "--run-dir", "the folder holds a grid: resume it with --resume"),
         ("other", "--run-dir", "the folder is not empty"),
         ("file", "--run-dir", "not a folder"),
+        ("file", "--resume", "not a folder"),
         ("none", "--resume", "no such folder (start one with --run-dir)"),
         ("other", "--resume", "not a run folder (no grid.json)"),
         ("broken", "--resume", "not a finished run"),
         ("stranger", "--resume", "not a run of this grid"),
+        ("copied", "--resume", "u0000002.npz: not a finished run (the run of index 0, not 2)"),
         ("fifo unit", "--resume", "it is a FIFO (named pipe), not a regular file); delete it"),
         ("fifo grid", "--resume", "grid.json: unreadable (cannot read grid.json: it is a FIFO"),
     ],
@@ -219,7 +222,7 @@ def test_resuming_after_a_registered_name_changed_its_files_or_arguments_is_refu
 def test_bad_run_folders_are_one_line_errors(tmp_path, capsys, setup, flag, message):
     base = ["compare", "--policies", "fitgpp", *SMALL_ARGS]
     folder = tmp_path / "run"
-    if setup in ("grid", "broken", "stranger", "fifo unit", "fifo grid"):
+    if setup in ("grid", "broken", "stranger", "fifo unit", "fifo grid", "copied"):
         assert main([*base, "--run-dir", str(folder)]) == 0
     if setup.startswith("fifo"):  # read, a FIFO without a writer would block for ever
         name = folder / ("grid.json" if setup == "fifo grid" else "units/u0000001.npz")
@@ -227,6 +230,8 @@ def test_bad_run_folders_are_one_line_errors(tmp_path, capsys, setup, flag, mess
         os.mkfifo(name)
     if setup == "broken":
         (folder / "units" / "u0000001.npz").write_bytes(b"not a zip")
+    if setup == "copied":  # another seed's run under this one's name: its figures would have been reported
+        shutil.copy(folder / "units" / "u0000000.npz", folder / "units" / "u0000002.npz")
     if setup == "stranger":
         (folder / "units" / "u0000099.npz").write_bytes(b"")
     if setup == "other":

@@ -219,7 +219,7 @@ def test_marginal_averages_the_other_fields_seed_by_seed():
         (["--set", "max_preemption=1,2"], "got 'max_preemption' (did you mean 'max_preemptions'?); known fields: "),
         (["--set", "max_preemptions=a"], "Expected max_preemptions to be an integer (ASCII), got 'a'"),
         (["--set", "max_preemptions=-1"], "max_preemptions=-1: Expected max_preemptions >= 0, got -1"),
-        (["--set", "load=0.9,11"], "load=11: Expected 0 < load < 10, got 11.0"),
+        (["--set", "load=0.9,11"], "load=11: Expected 0.01 <= load < 10, got 11.0"),
         (["--set", "load="], "--set 'load=': Expected a comma-separated list of values, got ''"),
         (["--set", "load=1,,2"], "Expected a comma-separated list of values, got '1,,2'"),
         (["--set", "load"], "--set 'load': expected FIELD=v1,v2,..."),

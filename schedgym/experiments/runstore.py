@@ -195,6 +195,8 @@ class RunStore:
     def resume(cls, folder: str | os.PathLike[str], identity: dict[str, Any], flag: str = "--resume") -> RunStore:
         """Open the run folder ``folder`` for the grid ``identity``, refusing one made for another grid."""
         path = Path(folder)
+        if path.exists() and not path.is_dir():
+            raise ConfigError(f"{flag} {folder}: not a folder")
         if not path.is_dir():
             raise ConfigError(f"{flag} {folder}: no such folder (start one with --run-dir)")
         try:
@@ -265,6 +267,7 @@ class RunStore:
             if self.keep == "result":
                 arrays: dict[str, Any] = _result_arrays(outcome.result)
                 arrays["wall_time"] = np.float64(outcome.wall_time)
+                arrays["index"] = np.int64(index)  # a unit copied over another one's name is refused on reading
                 with atomic_open(self._path(index), "wb") as fh:
                     np.savez(fh, **arrays)
                 return outcome
@@ -289,6 +292,8 @@ class RunStore:
                         arrays = {name: data[name] for name in data.files}
                 except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
                     raise SchedGymError(str(exc) or type(exc).__name__) from None
+                if _scalar(arrays, "index", int) != index:
+                    raise SchedGymError(f"the run of index {int(arrays['index'])}, not {index}")
                 return _result_from_arrays(arrays), _scalar(arrays, "wall_time", float)
             try:
                 kept = json.loads(fh.read())

@@ -263,12 +263,19 @@ def _check_time(name: str, value: float) -> None:
 
 MAX_LOAD = 10.0
 """Loads must be below this: a synthetic workload offering ten times the cluster's GPUs only grows its queue."""
+MIN_LOAD = 0.01
+"""Loads must be at least this: below, the cluster is all but empty, and the arrival rate's inverse overflowed
+(5e-324 divided by zero) or pushed submit times past ``limits.MAX_TIME``."""
 
 
 def check_load(load: object) -> None:
-    """Raise a ConfigError unless ``load`` is a number with 0 < load < :data:`MAX_LOAD`."""
-    if isinstance(load, (bool, np.bool_)) or not isinstance(load, numbers.Real) or not 0 < float(load) < MAX_LOAD:
-        raise ConfigError(f"Expected 0 < load < {MAX_LOAD:g}, got {load!r}")
+    """Raise a ConfigError unless ``load`` is a number with MIN_LOAD <= load < MAX_LOAD."""
+    if (
+        isinstance(load, (bool, np.bool_))
+        or not isinstance(load, numbers.Real)
+        or not MIN_LOAD <= float(load) < MAX_LOAD
+    ):
+        raise ConfigError(f"Expected {MIN_LOAD:g} <= load < {MAX_LOAD:g}, got {load!r}")
 
 
 def _check_by_gpus(name: str, table: tuple[tuple[float, float], ...]) -> None:
