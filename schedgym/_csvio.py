@@ -225,8 +225,9 @@ def check_header(
         for name in unknown:
             close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
             hints.append(f"'{name}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
+        article = "an" if what[:1].lower() in "aeiou" else "a"
         raise TraceError(
-            f"unknown column{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; a {what} has the columns "
+            f"unknown column{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; {article} {what} has the columns "
             f"{', '.join(required)}" + (f" and optionally {', '.join(optional)}" if optional else ""),
             path=path,
             line=1,

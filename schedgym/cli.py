@@ -450,6 +450,13 @@ def _add_trace_parser(sub: argparse._SubParsersAction) -> None:
     cv.add_argument("--cluster-out", metavar="PATH", help="alibaba2023: also write --nodes as a cluster CSV")
 
 
+def _rule_kind(kind: str) -> str:
+    """A converter rule's type (``int``, ``float | None``, ...) in words, for a message."""
+    words = {"bool": "true or false", "int": "an integer", "float": "a number", "str": "a string"}
+    base = kind.replace(" | None", "")
+    return words.get(base, f"a {base} value") + (" or none" if "None" in kind else "")
+
+
 def _rule_value(text: str, kind: str) -> object:
     if text.lower() in ("none", "null") and "None" in kind:
         return None
@@ -492,7 +499,7 @@ def _trace(args: argparse.Namespace) -> int:
         try:
             values[key] = _rule_value(text, kinds[key])
         except ValueError:
-            raise ConfigError(f"--set {item!r}: expected a {kinds[key]} value, got {text!r}") from None
+            raise ConfigError(f"--set {item!r}: expected {_rule_kind(kinds[key])}, got {text!r}") from None
     rules = rules_cls(**values)
     if args.nodes is not None or args.cluster_out is not None:
         if args.format != "alibaba2023":

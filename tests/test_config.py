@@ -90,6 +90,7 @@ def test_config_errors_are_schedgym_and_value_errors():
         ({"load": 10.0}, "0.01 <= load < 10", "10.0"),
         ({"load": float("nan")}, "0.01 <= load < 10", "nan"),
         ({"load": 5e-324}, "0.01 <= load < 10", "5e-324"),  # its arrival rate's inverse divided by zero
+        ({"te_duration_median": 0.0}, "te_duration_median > 0", "0.0"),  # named min and max until 2026-12-05
         ({"te_fraction": 1.5}, "0 <= te_fraction <= 1", "1.5"),
         ({"te_fraction": -0.1}, "0 <= te_fraction <= 1", "-0.1"),
         ({"te_duration_min": 100.0, "te_duration_max": 50.0}, "te_duration_min <= te_duration_max", "100.0, 50.0"),

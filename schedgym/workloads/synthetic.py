@@ -181,8 +181,10 @@ class SyntheticConfig:
         for cls in ("te", "be"):
             lo, hi = getattr(self, f"{cls}_duration_min"), getattr(self, f"{cls}_duration_max")
             med = getattr(self, f"{cls}_duration_median")
-            if not (0 < lo <= hi) or med <= 0:
+            if not (0 < lo <= hi):
                 raise ConfigError(f"Expected 0 < {cls}_duration_min <= {cls}_duration_max, got {lo!r}, {hi!r}")
+            if med <= 0:
+                raise ConfigError(f"Expected {cls}_duration_median > 0, got {med!r}")
             if not round(lo) >= 1:  # durations are rounded to whole seconds (np.round: halves to even)
                 raise ConfigError(
                     f"Expected {cls}_duration_min to round to at least 1 s (durations are drawn in whole "
