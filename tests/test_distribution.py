@@ -62,9 +62,9 @@ def test_split_ranges_are_disjoint_and_ordered():
 @pytest.mark.parametrize(
     ("split", "index", "num_levels", "message"),
     [
-        ("test", 100_000, None, "Expected a test level seed in 0..99,999, got 100,000"),
-        ("validation", 900_000, None, "Expected a validation level seed in 100,000..999,999, got 1,000,000"),
-        ("train", 10, 10, "Expected a train level seed in 1,000,000..1,000,009, got 1,000,010"),
+        ("test", 100_000, None, "Expected a test level index below 100,000 (level seeds 0..99,999), got 100,000"),
+        ("validation", 900_000, None, "index below 900,000 (level seeds 100,000..999,999), got 900,000"),
+        ("train", 10, 10, "Expected a train level index below 10 (level seeds 1,000,000..1,000,009), got 10"),
         ("test", -1, None, "Expected a level index >= 0"),
         ("test", 0, 5, "num_levels restricts the train split only"),
         ("holdout", 0, None, "Expected split in"),

@@ -109,3 +109,14 @@ def test_one_seed_per_workload():
     workload = source.evaluation("validation", 0, cluster)
     with pytest.raises(ConfigError, match=r"Expected one seed per workload \(1\), got 2"):
         evaluate_policy(make_policy("fifo"), cluster, [workload], [0, 1])
+
+
+def test_a_trace_file_with_fewer_validation_windows_than_asked_says_how_many_and_where(tmp_path):
+    # The message said "1 distinct validation windows; 1 was asked for", naming neither the limit nor the option.
+    path = tmp_path / "t.csv"
+    path.write_text("job_id,submit_time,duration,gpus,class,grace_period\nb1,0,1000,8,BE,10\nt1,100,100,8,TE,0\n")
+    source = WorkloadSource(workload=None, trace=str(path), n_jobs=2)
+    cluster = resolve_cluster("small")
+    assert source.evaluation("validation", 0, cluster, count=5).jobs  # the one window there is
+    with pytest.raises(ConfigError, match=r"1 distinct validation windows of 2 jobs .* at most 1 \(schedgym train"):
+        source.evaluation("validation", 1, cluster, count=5)

@@ -30,7 +30,7 @@ def test_compare_mix_runs_test_levels_on_their_clusters():
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"first_seed": 99_999, "seeds": 2}, "Expected a test level seed in 0..99,999, got 100,000"),
+        ({"first_seed": 99_999, "seeds": 2}, "test level index below 100,000 (level seeds 0..99,999), got 100,000"),
         ({"n_jobs": 100}, "--jobs does not apply to 'mix'"),
         ({"cluster": "small"}, "--cluster does not apply to 'mix'"),
         ({"load": 0.5}, "--load applies to synthetic workloads (paper, realistic); 'mix' draws its load per level"),
@@ -154,7 +154,7 @@ def test_compare_validation_split_of_other_workloads():
     assert CompareConfig(policies=("fifo",), workload="philly", split="validation").seeds == 3  # its windows
     with pytest.raises(ConfigError, match="has 3 validation windows"):
         CompareConfig(policies=("fifo",), workload="philly", split="validation", seeds=4)
-    with pytest.raises(ConfigError, match="Expected a validation level seed"):
+    with pytest.raises(ConfigError, match="Expected a validation level index below 900,000"):
         CompareConfig(policies=("fifo",), workload="mix", split="validation", first_seed=899_999, seeds=2)
     with pytest.raises(ConfigError, match="Expected split in"):
         CompareConfig(policies=("fifo",), split="train")

@@ -142,7 +142,10 @@ class WorkloadSource:
             n = min(self._window_jobs(), len(jobs))
             starts = np.unique(np.linspace(0, len(jobs) - n, max(count, 1)).astype(int)).tolist()
             if index >= len(starts):
-                raise ConfigError(f"The trace has {len(starts)} distinct validation windows; {index} was asked for")
+                raise ConfigError(
+                    f"The trace has {len(starts)} distinct validation windows of {n} jobs and window {index} (from 0) "
+                    f"was asked for: ask for at most {len(starts)} (schedgym train --n-eval-workloads)"
+                )
             wl = self.window_at(starts[index], n)
         wl.check_fits(cluster)
         return wl
