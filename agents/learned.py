@@ -179,6 +179,8 @@ def load_agent(path: str | Path, name: str | None = None) -> Policy:
 
     given = str(path)
     path = Path(path)
+    if path.exists() and not path.is_file():  # said as what it is, not as a missing NAME.zip beside it
+        open_input(path, "model").close()  # raises, naming the path: a directory, a FIFO, a device
     if path.suffix == "":  # SB3 saves NAME.zip for NAME; rllib_ppo runs export NAME.npz
         zip_path = path.with_suffix(".zip")
         path = zip_path if zip_path.is_file() or not path.with_suffix(".npz").is_file() else path.with_suffix(".npz")

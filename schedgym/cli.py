@@ -108,6 +108,13 @@ def _float_type(minimum: float, maximum: float, limit: str = "") -> Callable[[st
     return parse
 
 
+def _input_path(text: str) -> str:
+    """An argparse type: a file to read, not empty (``''`` named no file, and the error said no path)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"expected a file name, got {text!r}")
+    return text
+
+
 def _load_type(text: str) -> float:
     """An argparse type: the offered load of a synthetic workload, a finite ASCII decimal number with
     MIN_LOAD <= load < MAX_LOAD (SyntheticConfig's bounds)."""
@@ -201,7 +208,9 @@ def _add_workload_options(cmd: argparse.ArgumentParser, policies: str) -> None:
         help="synthetic preset (paper, realistic), bundled trace (philly, alibaba2023) or mix (a distribution of "
         "workloads and clusters); default: paper",
     )
-    src.add_argument("--trace", metavar="PATH", help="trace CSV to replay instead of a synthetic workload")
+    src.add_argument(
+        "--trace", metavar="PATH", type=_input_path, help="trace CSV to replay instead of a synthetic workload"
+    )
     cmd.add_argument(
         "--cluster",
         default=None,
@@ -443,10 +452,15 @@ def _add_trace_parser(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     cv.add_argument("--format", required=True, choices=sorted(FORMATS))
-    cv.add_argument("input", help="the trace in its own format")
+    cv.add_argument("input", type=_input_path, help="the trace in its own format")
     cv.add_argument("output", help="where to write the converted trace")
     cv.add_argument("--set", dest="rules", action="append", default=[], metavar="FIELD=VALUE", help="a rule")
-    cv.add_argument("--nodes", metavar="PATH", help="alibaba2023: the node list; jobs that fit no node are dropped")
+    cv.add_argument(
+        "--nodes",
+        metavar="PATH",
+        type=_input_path,
+        help="alibaba2023: the node list; jobs that fit no node are dropped",
+    )
     cv.add_argument("--cluster-out", metavar="PATH", help="alibaba2023: also write --nodes as a cluster CSV")
 
 

@@ -330,6 +330,22 @@ def test_load_sets_the_synthetic_workloads_offered_load(tmp_path, capsys):
     assert "workload paper (load 0.5)" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["compare", "--trace", ""],
+        ["sweep", "--set", "load=1", "--trace", " "],
+        ["trace", "convert", "--format", "swf", "", "o"],
+    ],
+)
+def test_an_empty_input_path_is_one_line_naming_the_option(capsys, argv):
+    # It was "cannot open trace: No such file or directory", naming neither the option nor a path.
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    assert "expected a file name, got" in assert_one_line_error(capsys.readouterr().err)
+
+
 @pytest.mark.parametrize("value", ["0", "10", "-1", "abc", "1e400", "nan", "1_0", "\u0661", "5e-324", "0.00999"])
 def test_bad_load_is_a_one_line_error(capsys, value):
     with pytest.raises(SystemExit) as exc:

@@ -210,6 +210,9 @@ def test_fifo_and_device_as_a_saved_model_or_its_description(tmp_path, capsys):
         model = tmp_path / folder / "m.zip"
         line = cli_error(capsys, "compare", "--policies", f"mine:{model}", "--seeds", "1", "--jobs", "5")
         assert f"{tmp_path / folder / name}: cannot read " in line and f"it is a {kind}" in line, line
+    for given in (tmp_path / "pipe", tmp_path / "pipe" / "m.zip"):  # without a suffix: not "No model at" either
+        line = cli_error(capsys, "compare", "--policies", f"mine:{str(given).removesuffix('.zip')}", "--seeds", "1")
+        assert "cannot open model: it is a directory" in line or "it is a FIFO" in line, line
     with deadline():
         for loader in (lambda p: load_policy_network(p, "maskable_ppo"), load_rllib_network):
             with pytest.raises(TraceError, match="cannot read model: it is a FIFO"):

@@ -256,7 +256,7 @@ def test_a_grid_that_fails_before_its_first_run_leaves_no_run_folder(tmp_path, c
     base = ["compare", "--policies", f"fifo,mine:{path}", *SMALL_ARGS]
     assert main([*base, "--run-dir", str(tmp_path / "new" / "run")]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and ("No model at" if agent == "missing" else "No agent.json beside") in err, err
+    assert err.count("\n") == 1 and ("No model at" if agent == "missing" else "it is a FIFO") in err, err
     assert not (tmp_path / "new").exists()
     (tmp_path / "empty").mkdir()
     assert main([*base, "--run-dir", str(tmp_path / "empty")]) == 2
