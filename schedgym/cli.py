@@ -173,7 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
         "of objectives and verdicts against fitgpp and k8s. --jobs then caps the synthetic workloads' jobs",
     )
     _add_executor_options(cmp)
-    cmp.set_defaults(option_defaults={dest: cmp.get_default(dest) for dest, _ in _NOT_WITH_SUITE.values()})
+    _track_given(cmp, [dest for dest, _ in _NOT_WITH_SUITE.values()])
     _add_sweep_parser(sub)
     handlers = _add_plugin_commands(sub)
     _add_trace_parser(sub)
@@ -352,8 +352,29 @@ def _add_sweep_parser(sub: argparse._SubParsersAction) -> None:
         "--plot", metavar="PATH", help="write each figure against each swept field, a line per policy (matplotlib)"
     )
     _add_executor_options(sw)
-    # What the options that a --set may contradict are when not given (see _sweep).
-    sw.set_defaults(option_defaults={dest: sw.get_default(dest) for _, dest in _SWEPT_OPTIONS.values()})
+    _track_given(sw, [dest for _, dest in _SWEPT_OPTIONS.values()])  # the options a --set may contradict
+
+
+def _track_given(parser: argparse.ArgumentParser, dests: Sequence[str]) -> None:
+    """Options refused beside another (``--suite``, a ``--set`` of the same field) even at their default value:
+    while parsing, their default is SUPPRESS, so that one not given is absent; :func:`_given_options` then
+    records which were given and puts the defaults in. (Compared with the default, ``--max-preemptions 1``
+    beside ``--set max_preemptions=0,2`` was dropped without a word.)"""
+    defaults = {}
+    for action in parser._actions:
+        if action.dest in dests:
+            defaults[action.dest] = action.default
+            action.default = argparse.SUPPRESS
+    parser.set_defaults(option_defaults=defaults)
+
+
+def _given_options(args: argparse.Namespace) -> None:
+    """``args.given``: the tracked options given on the command line; the others at their defaults."""
+    defaults = getattr(args, "option_defaults", {})
+    args.given = {dest for dest in defaults if hasattr(args, dest)}
+    for dest, value in defaults.items():
+        if dest not in args.given:
+            setattr(args, dest, value)
 
 
 _SWEPT_OPTIONS = {  # a swept field: the option that sets it when it is not swept
@@ -378,7 +399,7 @@ def _sweep(args: argparse.Namespace) -> int:
     grid = tuple(parse_set(text) for text in args.grid)
     for name, _ in grid:
         flag, dest = _SWEPT_OPTIONS.get(name, (None, None))
-        if dest is not None and getattr(args, dest) != args.option_defaults[dest]:
+        if dest is not None and dest in args.given:
             raise ConfigError(f"{flag} and --set {name}=... both set {name}; give one")
         if name == "workload" and args.trace is not None:
             raise ConfigError(f"--trace and --set {name}=... both set the workload; give one")
@@ -677,7 +698,7 @@ def _compare_suite(args: argparse.Namespace) -> int:
     from schedgym.experiments.suite import write_plot as write_suite_plot
 
     for flag, (dest, why) in _NOT_WITH_SUITE.items():
-        if getattr(args, dest) != args.option_defaults[dest]:
+        if dest in args.given:
             raise ConfigError(f"{flag} does not apply to --suite{why}")
     executor = _executor(args)
     base = _compare_config(args)  # the policies and the simulator's rules, checked
@@ -815,6 +836,7 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
+        _given_options(args)
         if args.command == "compare":
             return _compare(args)
         if args.command == "sweep":
@@ -872,11 +894,12 @@ def _stdout_unwritable(force: bool = False) -> bool:
         sys.stdout.flush()
         return False
     except (OSError, ValueError):
-        if sys.stdout is not sys.__stdout__:  # main() in a Python process (a test): not the process's own to change
+        stdout = sys.stdout
+        if stdout is not sys.__stdout__ or stdout is None:  # main() in a Python process (a test): not its own
             return True
         with contextlib.suppress(OSError, ValueError, AttributeError):
             devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
+            os.dup2(devnull, stdout.fileno())
             os.close(devnull)
         return True
 

@@ -300,6 +300,7 @@ def test_cli_writes_the_table_markdown_json_and_plot(cli_outputs, tiny, capsys):
     [
         (["--suite", "nope"], "Unknown suite 'nope'"),
         (["--suite", "shifts", "--workload", "philly"], "--workload does not apply to --suite"),
+        (["--suite", "shifts", "--workload", "paper"], "--workload does not apply to --suite"),  # the default
         (["--suite", "shifts", "--cluster", "large"], "--cluster does not apply to --suite"),
         (["--suite", "shifts", "--load", "0.9"], "--load does not apply to --suite"),
         (["--suite", "shifts", "--trace", "x.csv"], "--trace does not apply to --suite"),

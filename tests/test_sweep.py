@@ -239,6 +239,9 @@ def test_marginal_averages_the_other_fields_seed_by_seed():
         ),
         (["--set", "cluster=nope"], "Unknown cluster 'nope'"),
         (["--max-preemptions", "2", "--set", "max_preemptions=1,2"], "--max-preemptions and --set max_preemptions"),
+        # given at its default value, it was dropped without a word until 2026-12-05
+        (["--max-preemptions", "1", "--set", "max_preemptions=0,2"], "--max-preemptions and --set max_preemptions"),
+        (["--placement", "best-fit", "--set", "placement=first-fit"], "--placement and --set placement"),
         ([], "Expected at least one --set FIELD=v1,v2,..."),
         (["--set", "load=1", "--json", "/nonexistent-dir/x.json"], "the directory '/nonexistent-dir' does not exist"),
         (["--set", "load=1", "--plot", "x.txt"], "expected a .png, .pdf or .svg file name"),
