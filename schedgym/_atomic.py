@@ -228,6 +228,8 @@ class OutputSet:
             for text in self.printed:
                 try:
                     print(text, flush=True)
+                except BrokenPipeError:  # the reader went away (| head): main() ends quietly with 141
+                    raise
                 except OSError as exc:  # `> file` on a full disk: the set is discarded, one line says why
                     raise _error("standard output", exc) from None
             for s in self.staged:

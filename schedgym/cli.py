@@ -404,10 +404,11 @@ def _sweep(args: argparse.Namespace) -> int:
         if name == "workload" and args.trace is not None:
             raise ConfigError(f"--trace and --set {name}=... both set the workload; give one")
     base = _compare_config(args)
+    swept_clusters = [str(v) for name, values in grid if name == "cluster" for v in values]
     _check_outputs(
         (("--json", args.json), ("--csv", args.csv), ("--plot", args.plot)),
-        _read_files(args, base.policies),
-        (("--run-dir", args.run_dir), ("--resume", args.resume)),
+        _read_files(args, base.policies, swept_clusters),
+        _written_files(args),
     )
     if args.plot:
         _check_plot(args.plot)
@@ -635,11 +636,11 @@ def _compare_config(args: argparse.Namespace):  # noqa: ANN202
 def _check_outputs(
     given: Sequence[tuple[str, str | None]],
     inputs: Sequence[tuple[str, str | None]] = (),
-    folders: Sequence[tuple[str, str | None]] = (),
+    written: Sequence[tuple[str, str]] = (),
 ) -> None:
     """Each output path can be written; no two name the same file (a hard link included); none is a file the
-    command reads (``inputs``: what, path) or lies in a folder it writes by itself (``folders``: flag, path).
-    A trace given as ``--csv`` too was replaced by the results, with exit status 0."""
+    command reads (``inputs``: what, path) or one it writes by itself (``written``: what, a file or a folder
+    whose every file). A trace given as ``--csv`` too was replaced by the results, with exit status 0."""
     outputs = [(flag, path) for flag, path in given if path is not None]
     for flag, path in outputs:
         check_output_path(flag, path)
@@ -652,22 +653,41 @@ def _check_outputs(
         for what, source in inputs:
             if source and _same_file(path, source):
                 raise ConfigError(f"{flag} {path!r} is {what} too; give the output its own name")
-        for where, folder in folders:
-            if folder and folder.strip() and Path(path).resolve().is_relative_to(Path(folder).resolve()):
-                raise ConfigError(f"{flag} {path!r} is inside {where} {folder!r}, which the command fills itself")
+        for what, place in written:
+            if _same_file(path, place) or Path(path).resolve().is_relative_to(Path(place).resolve()):
+                raise ConfigError(f"{flag} {path!r} is among {what}, which the command writes itself")
 
 
-def _read_files(args: argparse.Namespace, policies: Sequence[str]) -> list[tuple[str, str | None]]:
-    """compare's and sweep's input files, as (what, path): the trace, a cluster file, each saved agent and
-    the ``.json`` beside it."""
+def _read_files(
+    args: argparse.Namespace, policies: Sequence[str], clusters: Sequence[str] = ()
+) -> list[tuple[str, str | None]]:
+    """compare's and sweep's input files, as (what, path): the trace, a cluster file (``clusters``: a sweep's
+    too), each saved agent (``NAME:RUN/model`` without a suffix: its ``.zip`` and ``.npz``) and its ``.json``."""
+    from schedgym.sim.cluster import cluster_file
+
     inputs: list[tuple[str, str | None]] = [("the trace", args.trace)]
-    if args.cluster is not None and Path(args.cluster).is_file():
-        inputs.append(("the cluster file", args.cluster))
+    for cluster in (args.cluster, *clusters):
+        if cluster is not None:
+            inputs.append(("a cluster file", cluster_file(cluster)))
     for spec in policies:
         name, sep, path = spec.partition(":")
         if sep and path:
-            inputs += [(f"{name}'s saved agent", path), (f"{name}'s description", str(Path(path).with_suffix(".json")))]
+            files = [path] + ([path + ".zip", path + ".npz"] if not Path(path).suffix else [])
+            inputs += [(f"{name}'s saved agent", f) for f in files]
+            inputs.append((f"{name}'s description", str(Path(path).with_suffix(".json"))))
     return inputs
+
+
+def _written_files(args: argparse.Namespace, labels: Sequence[str] = ()) -> list[tuple[str, str]]:
+    """What compare or sweep writes besides its reports: each policy's ``--log-dir`` folder, and a run folder's
+    ``grid.json`` and ``units/``."""
+    written = []
+    if getattr(args, "log_dir", None):
+        written += [("the --log-dir logs", str(Path(args.log_dir) / folder)) for folder in log_folders(labels).values()]
+    for folder in (args.run_dir, args.resume):
+        if folder:
+            written += [("the run folder's files", str(Path(folder) / name)) for name in ("grid.json", "units")]
+    return written
 
 
 def _check_plot(path: str) -> None:
@@ -754,7 +774,7 @@ def _compare(args: argparse.Namespace) -> int:
     _check_outputs(
         (("--json", args.json), ("--csv", args.csv), ("--markdown", args.markdown), ("--plot", args.plot)),
         _read_files(args, config.policies),
-        (("--log-dir", args.log_dir), ("--run-dir", args.run_dir), ("--resume", args.resume)),
+        _written_files(args, config.labels),
     )
     folders: dict[str, str] = {}
     if args.log_dir is not None:
@@ -849,7 +869,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except SchedGymError as exc:
         if _RECEIVED:  # an error the interrupt caused (matplotlib's, interrupted while it saves a figure)
             return _interrupted(None)
-        _stdout_unwritable()
+        _stdout_unwritable(argv is None)
         print(f"schedgym: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
@@ -865,9 +885,12 @@ def _main(argv: Sequence[str] | None) -> int:
     except OSError as exc:
         # Our own files fail as SchedGymError naming them; an OSError of a full disk without a file name is
         # the write of a print.
-        if _RECEIVED or not (_stdout_unwritable() or (exc.filename is None and exc.errno in _DISK_FULL)):
+        command = argv is None
+        if _RECEIVED or not (
+            _stdout_unwritable(command) or (command and exc.filename is None and exc.errno in _DISK_FULL)
+        ):
             raise
-        _stdout_unwritable(force=True)
+        _stdout_unwritable(command, failed=True)
         # `schedgym train > log` on a full disk: what failed is stdout, not a file of ours
         print(f"schedgym: error: cannot write standard output: {os.strerror(exc.errno or 0)}", file=sys.stderr)
         return 2
@@ -885,23 +908,25 @@ def _main(argv: Sequence[str] | None) -> int:
 _DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO}
 
 
-def _stdout_unwritable(force: bool = False) -> bool:
-    """Whether stdout cannot take what was printed (``> file`` on a full disk); if so (or ``force``) it is
-    pointed at the null device, so that the flush at exit does not fail again with a traceback and status 120."""
-    try:
-        if force:
-            raise ValueError("stdout failed")
-        sys.stdout.flush()
+def _stdout_unwritable(command: bool, failed: bool = False) -> bool:
+    """Whether stdout cannot take what was printed (``> file`` on a full disk), or ``failed``. As the command
+    (``command``), stdout is then pointed at the null device, so that the flush at exit does not fail again
+    with a traceback and status 120; ``main(argv)`` in a Python process leaves that process's stdout alone."""
+    stdout = sys.stdout
+    if stdout is None:  # closed (>&-): Python writes nowhere, and nothing fails
         return False
-    except (OSError, ValueError):
-        stdout = sys.stdout
-        if stdout is not sys.__stdout__ or stdout is None:  # main() in a Python process (a test): not its own
-            return True
+    if not failed:
+        try:
+            stdout.flush()
+            return False
+        except (OSError, ValueError):
+            pass
+    if command and stdout is sys.__stdout__:
         with contextlib.suppress(OSError, ValueError, AttributeError):
             devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, stdout.fileno())
+            os.dup2(devnull, 1)  # sys.__stdout__'s descriptor
             os.close(devnull)
-        return True
+    return True
 
 
 # The signals (SIGINT, SIGTERM) that have stopped this command. An interrupt can land where a library turns it

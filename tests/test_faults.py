@@ -393,12 +393,16 @@ def test_same_device_twice_is_fine_but_same_file_is_named(tmp_path, capsys):
     ]
 
 
-@pytest.mark.parametrize(
-    "case", ["trace", "cluster", "agent", "agent description", "hard link", "log dir", "run dir", "sweep trace"]
-)
-def test_an_output_that_is_an_input_or_inside_a_written_folder_is_refused_before_any_work(tmp_path, capsys, case):
+OUTPUT_IS_INPUT = [
+    "trace", "cluster", "agent", "agent without suffix", "agent description", "hard link", "log dir", "run dir",
+    "sweep trace", "sweep cluster",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", OUTPUT_IS_INPUT)
+def test_an_output_that_is_an_input_or_written_otherwise_is_refused_before_any_work(tmp_path, capsys, case):
     """Until 2026-12-05 compare and sweep replaced their own trace, cluster file or agent description with a
-    report (exit 0), and a report inside --log-dir replaced a log."""
+    report (exit 0), and a report inside a --log-dir folder replaced a log."""
     trace, nodes = tmp_path / "t.csv", tmp_path / "nodes.csv"
     trace.write_text("job_id,submit_time,duration,gpus,class,grace_period\nb1,0,1000,8,BE,10\nt1,100,100,8,TE,0\n")
     nodes.write_text("name,gpus,cpus,mem_gb\nonly,8,64,512\n")
@@ -406,23 +410,35 @@ def test_an_output_that_is_an_input_or_inside_a_written_folder_is_refused_before
     for suffix in (".npz", ".json"):
         shutil.copy(bundled / f"lean_ppo_paper{suffix}", tmp_path / f"me{suffix}")
     os.link(tmp_path / "t.csv", tmp_path / "link.csv")
+    (tmp_path / "r").mkdir()  # an empty folder can start a grid
+    (tmp_path / "fifo" / "seed0").mkdir(parents=True)  # fifo's logs from an earlier --log-dir run
     compare = ["compare", "--policies", f"fifo,me:{tmp_path / 'me.npz'}", "--seeds", "1", "--no-progress"]
     on_trace = [*compare, "--trace", str(trace), "--cluster", str(nodes)]
+    sweep = ["sweep", "--policies", "fifo", "--seeds", "1", "--trace", str(trace)]
     argv, output, message = {
         "trace": (on_trace, ["--csv", str(trace)], "is the trace too"),
-        "cluster": (on_trace, ["--json", str(nodes)], "is the cluster file too"),
+        "cluster": (on_trace, ["--json", str(nodes)], "is a cluster file too"),
         "agent": (on_trace, ["--json", str(tmp_path / "me.npz")], "is me's saved agent too"),
+        "agent without suffix": (
+            [*on_trace[:2], f"fifo,me:{tmp_path / 'me'}", *on_trace[3:]],
+            ["--json", str(tmp_path / "me.npz")],
+            "is me's saved agent too",
+        ),
         "agent description": (on_trace, ["--markdown", str(tmp_path / "me.json")], "is me's description too"),
         "hard link": (on_trace, ["--json", str(tmp_path / "link.csv")], "is the trace too"),
-        "log dir": (on_trace, ["--log-dir", str(tmp_path), "--csv", str(tmp_path / "o.csv")], "is inside --log-dir"),
-        "run dir": (on_trace, ["--run-dir", str(tmp_path / "r"), "--csv", str(tmp_path / "r" / "o.csv")], "inside"),
-        "sweep trace": (
-            ["sweep", "--set", "max_preemptions=0,1", "--policies", "fifo", "--seeds", "1", "--trace", str(trace)],
-            ["--cluster", str(nodes), "--json", str(trace)],
-            "is the trace too",
+        "log dir": (
+            [*on_trace, "--log-dir", str(tmp_path)],
+            ["--csv", str(tmp_path / "fifo" / "seed0" / "jobs.csv")],
+            "is among the --log-dir logs",
         ),
+        "run dir": (on_trace, ["--run-dir", str(tmp_path / "r"), "--json", str(tmp_path / "r" / "grid.json")], "run"),
+        "sweep trace": (
+            [*sweep, "--set", "max_preemptions=0,1"],
+            ["--cluster", str(nodes), "--json", str(trace)],
+            "trace",
+        ),
+        "sweep cluster": ([*sweep, "--set", f"cluster={nodes},small"], ["--csv", str(nodes)], "is a cluster file too"),
     }[case]
-    (tmp_path / "r").mkdir()  # an empty folder can start a grid
 
     def files() -> dict[str, bytes]:
         return {str(p): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
@@ -431,6 +447,45 @@ def test_an_output_that_is_an_input_or_inside_a_written_folder_is_refused_before
     status, err = run(capsys, [*argv, *output])
     assert status == 2 and len(err) == 1 and message in err[0], err
     assert files() == before and list((tmp_path / "r").iterdir()) == []
+
+
+def test_outputs_beside_what_a_command_reads_or_writes_are_fine(tmp_path, capsys, monkeypatch):
+    """The checks above refuse only the files themselves: a report at the top of --log-dir, and a file named
+    like a cluster preset (``--cluster small --csv small``, run twice: the second run read no file 'small')."""
+    monkeypatch.chdir(tmp_path)
+    assert run(capsys, [*SMALL, "--log-dir", ".", "--json", "cmp.json"])[0] == 0
+    for _ in range(2):
+        assert run(capsys, [*SMALL, "--cluster", "small", "--csv", "small"]) == (0, [])
+
+
+@pytest.mark.parametrize("command", ["compare", "trace convert"])
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path, command):
+    """``schedgym compare | true``: status 141 and nothing on stderr, as before the table was printed with
+    the output set (it then said "cannot write standard output: Broken pipe", status 2)."""
+    swf = tmp_path / "log.swf"
+    swf.write_text("1 0 10 100 4 -1 -1 4 200 -1 1 1 1 1 1 -1 -1 -1\n")
+    argv = SMALL if command == "compare" else ["trace", "convert", "--format", "swf", str(swf), str(tmp_path / "o")]
+    read, write = os.pipe()
+    os.close(read)  # no reader at all: the first write fails with EPIPE
+    with open(write, "w") as pipe:
+        proc = subprocess.run(
+            [sys.executable, "-m", "schedgym.cli", *argv], stdout=pipe, stderr=subprocess.PIPE, text=True, timeout=120
+        )
+    assert (proc.returncode, proc.stderr) == (141, "")
+
+
+def test_a_closed_stdout_leaves_a_user_error_one_line(tmp_path):
+    """``schedgym compare --json /nonexistent/x >&-``: one line and status 2 (a traceback until 2026-12-05, as
+    sys.stdout is None then)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "schedgym.cli", *SMALL, "--json", str(tmp_path / "no" / "x.json")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: os.close(1),  # noqa: PLW1509 (the child's own stdout, closed before exec)
+    )
+    assert proc.returncode == 2 and proc.stderr.startswith("schedgym: error:") and proc.stderr.count("\n") == 1
 
 
 def test_check_output_path_kinds(tmp_path):

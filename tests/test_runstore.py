@@ -15,6 +15,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
+import numpy as np
 import pytest
 from counting import per_seed
 
@@ -201,6 +202,30 @@ def test_resuming_after_a_registered_name_changed_its_files_or_arguments_is_refu
     assert "registered policies.mine.kwargs" in capsys.readouterr().err
     monkeypatch.setitem(registry._REGISTRY, "mine", entry)
     assert main([*base, "--resume", str(tmp_path / "run")]) == 0
+
+
+def test_a_policy_registered_as_a_partial_or_an_instance_keeps_and_resumes_its_grid(tmp_path, monkeypatch):
+    # The identity named a callable by its __qualname__, which a functools.partial lacks: a traceback.
+    import functools
+
+    class Factory:
+        def __call__(self):  # noqa: ANN204
+            return registry.make_policy("fitgpp")
+
+    for name, factory in (("partial", functools.partial(registry.make_policy, "fifo")), ("instance", Factory())):
+        monkeypatch.setitem(registry._REGISTRY, name, registry.PolicyEntry(name, factory))
+        base = ["compare", "--policies", name, *SMALL_ARGS]
+        assert main([*base, "--run-dir", str(tmp_path / name)]) == 0
+        assert main([*base, "--resume", str(tmp_path / name)]) == 0  # the same identity in a second reading
+
+
+def test_a_first_run_that_cannot_be_kept_leaves_no_run_folder(tmp_path, monkeypatch, capsys):
+    def full(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise SchedGymError("cannot write u0000000.npz: No space left on device")
+
+    monkeypatch.setattr(np, "savez", full)
+    assert main(["compare", "--policies", "fifo", *SMALL_ARGS, "--run-dir", str(tmp_path / "run")]) == 2
+    assert "No space left on device" in capsys.readouterr().err and not (tmp_path / "run").exists()
 
 
 @pytest.mark.parametrize(

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import enum
+import functools
 import hashlib
 import json
 import math
@@ -88,6 +89,17 @@ def file_digest(path: str | os.PathLike[str]) -> str:
     return digest.hexdigest()
 
 
+def _callable_name(entry_point: Any) -> Any:
+    """A registry entry point as plain data, the same in every process (repr would give an address)."""
+    if isinstance(entry_point, str):
+        return entry_point
+    if isinstance(entry_point, functools.partial):
+        return {"partial of": _callable_name(entry_point.func), "args": describe(entry_point.args),
+                "kwargs": describe(entry_point.keywords)}  # fmt: skip
+    name = getattr(entry_point, "__qualname__", type(entry_point).__qualname__)
+    return f"{getattr(entry_point, '__module__', None) or type(entry_point).__module__}:{name}"
+
+
 def grid_identity(command: str, context: Any, n_units: int, keep: str) -> dict[str, Any]:
     """What makes two grids the same: a resumed grid must match its folder's in every entry.
     ``context``: the grid's :class:`~schedgym.experiments.executors.RunContext`."""
@@ -102,9 +114,7 @@ def grid_identity(command: str, context: Any, n_units: int, keep: str) -> dict[s
     # a folder is not resumed after the name came to mean another policy.
     entries = {
         entry.name: {
-            "entry point": entry.entry_point
-            if isinstance(entry.entry_point, str)
-            else f"{entry.entry_point.__module__}:{entry.entry_point.__qualname__}",  # not repr's address
+            "entry point": _callable_name(entry.entry_point),
             "kwargs": describe(entry.kwargs),
             "files": {os.path.basename(f): file_digest(f) for f in entry.files},
         }
@@ -262,7 +272,6 @@ class RunStore:
         """Write ``outcome``'s run to the folder, whole or not at all, and return the outcome as it will be
         read back (a sweep's: its summary)."""
         index = outcome.task.index
-        self.saved += 1
         with outside_output_set():
             if self.keep == "result":
                 arrays: dict[str, Any] = _result_arrays(outcome.result)
@@ -270,12 +279,14 @@ class RunStore:
                 arrays["index"] = np.int64(index)  # a unit copied over another one's name is refused on reading
                 with atomic_open(self._path(index), "wb") as fh:
                     np.savez(fh, **arrays)
+                self.saved += 1  # after the write: a first save that fails still leaves nothing
                 return outcome
             from schedgym.experiments.compare import SummarisedRun
 
             summary = SummarisedRun(outcome.result)
             with atomic_open(self._path(index)) as fh:
                 json.dump({"index": index, "wall_time": outcome.wall_time, "summary": summary.summary()}, fh)
+            self.saved += 1
         return dataclasses.replace(outcome, result=summary)
 
     def _read(self, path: Path, index: int) -> tuple[Any, float]:

@@ -291,6 +291,16 @@ def _is_file(path: str) -> bool:
         return False
 
 
+def cluster_file(name_or_path: str | os.PathLike[str]) -> str | None:
+    """The file :func:`resolve_cluster` reads for ``name_or_path`` when it is a path to a cluster CSV; None for
+    a name (a preset, bundled or subset cluster, even when a file of that name exists): a command checks its
+    outputs against it."""
+    text = os.fspath(name_or_path)
+    if text in CLUSTER_PRESETS or text in BUNDLED_CLUSTERS or text in SUBSET_CLUSTERS:
+        return None
+    return text if text.endswith(".csv") or _is_file(text) else None
+
+
 def resolve_cluster(name_or_path: str | os.PathLike[str]) -> ClusterSpec:
     """A preset name, a bundled cluster name, the name of a subset of one (:data:`SUBSET_CLUSTERS`), or a path
     to a cluster CSV (a string or a ``pathlib.Path``); anything else raises :class:`ConfigError`."""
