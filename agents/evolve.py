@@ -154,7 +154,13 @@ class PlanScoreNetwork:
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray], spec: dict[str, Any]) -> PlanScoreNetwork:
         """The network of :meth:`arrays` and :meth:`spec`; ValueError if they do not fit together."""
-        hidden, max_plans, queue_rows = int(spec["hidden"]), int(spec["max_plans"]), int(spec["queue_rows"])
+        sizes: list[int] = []
+        for key in ("hidden", "max_plans", "queue_rows"):
+            value = spec.get(key)
+            if not isinstance(value, int) or isinstance(value, bool):  # int() made 16.5 or "16" 16
+                raise ValueError(f"expected hidden, max_plans and queue_rows to be integers, got {spec!r}")
+            sizes.append(value)
+        hidden, max_plans, queue_rows = sizes
         if hidden < 0 or max_plans < 2 or queue_rows < 0:
             raise ValueError(f"bad network description {spec!r}")
         wait, reads_queue = spec.get("wait", True), spec.get("reads_queue", False)

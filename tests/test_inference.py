@@ -426,6 +426,19 @@ def test_a_complex_saved_agent_is_one_error_line_on_the_command_line(tmp_path):
     ]
 
 
+@pytest.mark.parametrize("hidden", [16.5, 16.0, "16", True, None])
+def test_a_saved_plan_agent_whose_sizes_are_not_integers_is_refused(tmp_path, hidden):
+    # int() read 16.5, 16.0 and "16" as 16 (and True as 1), and a missing size was a KeyError.
+    from agents.learned import load_agent
+
+    path = _plan_agent(tmp_path, np.float64)
+    meta = json.loads(path.with_suffix(".json").read_text())
+    meta["network"]["hidden"] = hidden
+    path.with_suffix(".json").write_text(json.dumps(meta))
+    with pytest.raises(SchedGymError, match="expected hidden, max_plans and queue_rows to be integers"):
+        load_agent(path)
+
+
 @pytest.mark.parametrize("dtype", NOT_REAL)
 def test_a_plan_student_of_arrays_not_real_floats_is_refused(tmp_path, dtype):
     from agents.plan_imitation import PlanScorerNetwork
