@@ -10,7 +10,7 @@ import io
 import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -678,12 +678,12 @@ def _read_files(
     return inputs
 
 
-def _written_files(args: argparse.Namespace, labels: Sequence[str] = ()) -> list[tuple[str, str]]:
-    """What compare or sweep writes besides its reports: each policy's ``--log-dir`` folder, and a run folder's
-    ``grid.json`` and ``units/``."""
+def _written_files(args: argparse.Namespace, log_names: Iterable[str] = ()) -> list[tuple[str, str]]:
+    """What compare or sweep writes besides its reports: each policy's ``--log-dir`` folder (``log_names``:
+    their names, from :func:`log_folders`), and a run folder's ``grid.json`` and ``units/``."""
     written = []
     if getattr(args, "log_dir", None):
-        written += [("the --log-dir logs", str(Path(args.log_dir) / folder)) for folder in log_folders(labels).values()]
+        written += [("the --log-dir logs", str(Path(args.log_dir) / folder)) for folder in log_names]
     for folder in (args.run_dir, args.resume):
         if folder:
             written += [("the run folder's files", str(Path(folder) / name)) for name in ("grid.json", "units")]
@@ -722,16 +722,15 @@ def _compare_suite(args: argparse.Namespace) -> int:
             raise ConfigError(f"{flag} does not apply to --suite{why}")
     executor = _executor(args)
     base = _compare_config(args)  # the policies and the simulator's rules, checked
-    seeds = args.seeds if args.seeds else 20
-    suite_configs(
-        args.suite,
-        base.policies,
-        seeds=seeds,
+    # What suite_configs checks now and run_suite runs later: the same suite.
+    suite = dict(
+        seeds=args.seeds if args.seeds else 20,
         sim=base.sim,
         max_jobs=args.jobs,
         split=args.split,
         first_seed=args.first_seed,
     )
+    suite_configs(args.suite, base.policies, **suite)
     _check_outputs(
         (("--json", args.json), ("--markdown", args.markdown), ("--plot", args.plot)), _read_files(args, base.policies)
     )
@@ -741,11 +740,7 @@ def _compare_suite(args: argparse.Namespace) -> int:
         lambda: run_suite(
             args.suite,
             base.policies,
-            seeds=seeds,
-            sim=base.sim,
-            max_jobs=args.jobs,
-            split=args.split,
-            first_seed=args.first_seed,
+            **suite,
             executor=executor,
             progress=False if args.no_progress else None,
         ),
@@ -770,16 +765,15 @@ def _compare(args: argparse.Namespace) -> int:
 
     executor = _executor(args)
     config = _compare_config(args)
+    folders = log_folders(config.labels) if args.log_dir is not None else {}
     # Output paths are checked before minutes of simulation, not after.
     _check_outputs(
         (("--json", args.json), ("--csv", args.csv), ("--markdown", args.markdown), ("--plot", args.plot)),
         _read_files(args, config.policies),
-        _written_files(args, config.labels),
+        _written_files(args, folders.values()),
     )
-    folders: dict[str, str] = {}
     if args.log_dir is not None:
         check_output_dir("--log-dir", args.log_dir)
-        folders = log_folders(config.labels)
     if args.plot:
         _check_plot(args.plot)
     log_dir = args.log_dir
@@ -879,8 +873,7 @@ def _main(argv: Sequence[str] | None) -> int:
             return _interrupted(None)
         # The reader went away (schedgym compare | head): not an error worth a traceback. Point stdout at
         # devnull so that Python's own flush at exit does not raise again.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        _stdout_unwritable(command=True, failed=True)
         return 141
     except OSError as exc:
         # Our own files fail as SchedGymError naming them; an OSError of a full disk without a file name is
